@@ -1,0 +1,74 @@
+# Positional Encoding, Corrected: build the book and run the tests from a machine with only python3.
+#
+#   make test     pytest (package) + nbval in strict mode on every notebook in the TOC
+#   make book     HTML book in _build/html, warnings are errors
+#   make execute  re-run every TOC notebook in place (deterministic) after an intended change
+#   make serve    serve _build/html on http://localhost:8000
+#   make lab      JupyterLab on book/ with course_pe importable
+#   make clean    remove build outputs (make distclean also removes .venv)
+#
+# The first target that needs Python creates .venv and installs requirements.txt and the package
+# (editable). It re-installs only when requirements.txt or pyproject.toml change (hash stamp).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PINS := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
+STAMP := $(VENV)/.installed-$(PINS)
+# pip warns about every configured index folder that does not exist on this machine; hide only that.
+PIP_NOISE := /is ignored: it is neither a file nor a directory/d
+
+# Determinism: one thread everywhere (printed digits depend on it; two torch processes on two
+# cores slow each other down), fixed hash seed, no user site packages or stray kernels.
+export COURSE_PE_THREADS ?= 1
+export OMP_NUM_THREADS ?= 1
+export MKL_NUM_THREADS ?= 1
+export PYTHONHASHSEED := 0
+export PYTHONNOUSERSITE := 1
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+export JUPYTER_PLATFORM_DIRS := 1
+
+.PHONY: install test test-package test-notebooks book execute serve lab clean distclean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt 2>&1 | sed '$(PIP_NOISE)'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 | sed '$(PIP_NOISE)'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course_pe)" > /dev/null
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+NOTEBOOKS = $(shell $(BIN)/python tools/book_tools.py notebooks)
+
+test: test-package test-notebooks
+
+test-package: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+test-notebooks: $(STAMP)
+	$(BIN)/python -m pytest -q --nbval --nbval-current-env \
+	    --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=5 $(NOTEBOOKS)
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build . --builder html -W -n --keep-going
+
+execute: $(STAMP)
+	$(BIN)/python tools/book_tools.py execute $(NB)
+
+serve:
+	@test -d _build/html || { echo "run 'make book' first"; exit 1; }
+	$(PYTHON) -m http.server --directory _build/html 8000
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab book
+
+clean:
+	rm -rf _build .pytest_cache .hypothesis workbook grades
+	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

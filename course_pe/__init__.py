@@ -1,0 +1,136 @@
+"""course_pe: every positional encoding taught in *Positional Encoding, Corrected*.
+
+Modules (one concern each):
+
+* :mod:`course_pe.sinusoidal` - the sinusoidal table, its two layouts and the shift matrix
+* :mod:`course_pe.learned` - learned absolute position embeddings
+* :mod:`course_pe.shaw`, :mod:`course_pe.t5`, :mod:`course_pe.alibi` - relative schemes
+* :mod:`course_pe.rope`, :mod:`course_pe.rope_scaling` - rotary embeddings and context extension
+* :mod:`course_pe.attention`, :mod:`course_pe.model` - attention and a tiny Transformer
+* :mod:`course_pe.tasks`, :mod:`course_pe.training` - seeded synthetic tasks and a training loop
+* :mod:`course_pe.permutation` - equivariance checks; :mod:`course_pe.plotting` - figures
+* :mod:`course_pe.reproducibility` - seeds and threads for deterministic notebooks
+
+Conventions: sequences are batch-first; attention tensors are ``(batch, heads, seq, head_dim)``.
+"""
+
+from .alibi import alibi_bias, alibi_slopes
+from .attention import ATTENTION_POSITIONS, MultiHeadAttention, attention, causal_mask
+from .learned import LearnedPositionalEmbedding
+from .model import MODEL_POSITIONS, ModelOutput, TinyTransformer, TransformerBlock
+from .permutation import (
+    equivariance_error,
+    invariance_error,
+    permutation_matrix,
+    permute_sequence,
+    random_permutation,
+)
+from .reproducibility import make_generator, set_determinism
+from .rope import (
+    ROPE_LAYOUTS,
+    RotaryEmbedding,
+    apply_rope,
+    half_to_interleaved,
+    interleaved_to_half,
+    layout_permutation,
+    permute_qk_weights,
+    rope_cos_sin,
+    rotate_with_cos_sin,
+)
+from .rope_scaling import (
+    DynamicNTKScaling,
+    LinearScaling,
+    Llama3Scaling,
+    NTKScaling,
+    RopeScaling,
+    YaRNScaling,
+    rope_frequencies,
+    yarn_correction_range,
+)
+from .shaw import ShawRelativePositions, shaw_attention, shaw_relative_positions
+from .sinusoidal import (
+    SINUSOIDAL_LAYOUTS,
+    SinusoidalPositionalEncoding,
+    shift_matrix,
+    sinusoidal_encoding,
+    sinusoidal_encoding_np,
+    sinusoidal_frequencies,
+    sinusoidal_wavelengths,
+)
+from .t5 import T5RelativeBias, t5_relative_position_bucket
+from .tasks import (
+    IGNORE,
+    Batch,
+    CopyTask,
+    HistogramTask,
+    MarkovTask,
+    PositionTask,
+    ReverseTask,
+    SortTask,
+)
+from .training import PositionReport, TrainConfig, TrainResult, evaluate_by_position, train
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rope",
+    "attention",
+    "ATTENTION_POSITIONS",
+    "Batch",
+    "causal_mask",
+    "CopyTask",
+    "DynamicNTKScaling",
+    "equivariance_error",
+    "evaluate_by_position",
+    "half_to_interleaved",
+    "HistogramTask",
+    "IGNORE",
+    "interleaved_to_half",
+    "invariance_error",
+    "layout_permutation",
+    "LearnedPositionalEmbedding",
+    "LinearScaling",
+    "Llama3Scaling",
+    "make_generator",
+    "MarkovTask",
+    "MODEL_POSITIONS",
+    "ModelOutput",
+    "MultiHeadAttention",
+    "NTKScaling",
+    "permutation_matrix",
+    "permute_qk_weights",
+    "permute_sequence",
+    "PositionReport",
+    "PositionTask",
+    "random_permutation",
+    "ReverseTask",
+    "rope_cos_sin",
+    "rope_frequencies",
+    "ROPE_LAYOUTS",
+    "RopeScaling",
+    "RotaryEmbedding",
+    "rotate_with_cos_sin",
+    "set_determinism",
+    "shaw_attention",
+    "shaw_relative_positions",
+    "ShawRelativePositions",
+    "shift_matrix",
+    "sinusoidal_encoding",
+    "sinusoidal_encoding_np",
+    "sinusoidal_frequencies",
+    "SINUSOIDAL_LAYOUTS",
+    "sinusoidal_wavelengths",
+    "SinusoidalPositionalEncoding",
+    "SortTask",
+    "t5_relative_position_bucket",
+    "T5RelativeBias",
+    "TinyTransformer",
+    "train",
+    "TrainConfig",
+    "TrainResult",
+    "TransformerBlock",
+    "yarn_correction_range",
+    "YaRNScaling",
+]

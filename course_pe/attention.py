@@ -1,0 +1,197 @@
+"""Multi-head self-attention with pluggable position handling.
+
+One module, :class:`MultiHeadAttention`, covers every way the course injects position *inside*
+attention:
+
+==========  ====================================================================================
+``"none"``  plain scaled dot-product attention (absolute encodings, if any, were added to the
+            input by the model)
+``"rope"``  queries and keys rotated by :class:`~course_pe.RotaryEmbedding` (either layout, any
+            scaling)
+``"shaw"``  Shaw et al. relative key and value embeddings (:mod:`course_pe.shaw`)
+``"t5"``    T5 bucketed scalar bias per head (:mod:`course_pe.t5`)
+``"alibi"`` ALiBi linear distance penalty (:mod:`course_pe.alibi`)
+==========  ====================================================================================
+
+Shapes: inputs are batch-first ``(batch, seq, d_model)``; internally heads are
+``(batch, heads, seq, head_dim)``; attention weights are ``(batch, heads, q_len, k_len)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._validation import check_choice, check_last_dim, check_positive_int, check_probability
+from .alibi import alibi_bias, alibi_slopes
+from .rope import RopeLayout, RotaryEmbedding
+from .rope_scaling import RopeScaling
+from .shaw import ShawRelativePositions
+from .t5 import T5RelativeBias
+
+PositionMethod = Literal["none", "rope", "shaw", "t5", "alibi"]
+ATTENTION_POSITIONS: tuple[str, ...] = ("none", "rope", "shaw", "t5", "alibi")
+
+__all__ = ["ATTENTION_POSITIONS", "MultiHeadAttention", "attention", "causal_mask"]
+
+
+def causal_mask(q_len: int, k_len: int | None = None, *, device: torch.device | str | None = None) -> torch.Tensor:
+    """Boolean ``(q_len, k_len)`` mask, True where query ``i`` may see key ``j`` (``j <= i``).
+
+    Queries are the last ``q_len`` of the ``k_len`` positions.
+    """
+    k_len = q_len if k_len is None else k_len
+    offset = k_len - q_len
+    i = torch.arange(q_len, device=device)[:, None] + offset
+    j = torch.arange(k_len, device=device)[None, :]
+    return j <= i
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    causal: bool = False,
+    dropout: float = 0.0,
+    training: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention that also returns its weights.
+
+    Args:
+        q: ``(batch, heads, q_len, head_dim)``; k, v: ``(batch, heads, k_len, head_dim)``.
+        bias: added to the logits, broadcastable to ``(batch, heads, q_len, k_len)``.
+        mask: boolean, broadcastable to the logits; True = may attend.
+        causal: also apply :func:`causal_mask`.
+
+    Returns ``(output (batch, heads, q_len, head_dim), weights (batch, heads, q_len, k_len))``.
+    """
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError("q, k, v must be (batch, heads, seq, head_dim) tensors")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        scores = scores + bias
+    if causal:
+        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], device=q.device), float("-inf"))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    if dropout > 0 and training:
+        weights = F.dropout(weights, p=dropout)
+    return weights @ v, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head self-attention; ``position`` chooses how order enters the logits.
+
+    Args:
+        d_model: model width; must be divisible by ``num_heads``.
+        num_heads: number of heads.
+        position: ``"none"``, ``"rope"``, ``"shaw"``, ``"t5"`` or ``"alibi"``.
+        causal: mask future keys (decoder self-attention).
+        dropout: dropout on the attention weights (training only).
+        rope_base, rope_layout, rope_scaling, rope_max_positions: passed to
+            :class:`~course_pe.RotaryEmbedding`.
+        shaw_max_distance: clipping distance ``K`` of Shaw et al.
+        t5_num_buckets, t5_max_distance: T5 bucket parameters.
+
+    ``forward(x, positions=None, mask=None, return_weights=False)``: ``x`` is
+    ``(batch, seq, d_model)``; ``positions`` (RoPE only) as in :func:`~course_pe.apply_rope`;
+    ``mask`` boolean broadcastable to ``(batch, heads, seq, seq)``. Returns ``(batch, seq, d_model)``
+    and, if asked, the weights ``(batch, heads, seq, seq)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        *,
+        position: PositionMethod = "none",
+        causal: bool = False,
+        dropout: float = 0.0,
+        bias: bool = True,
+        rope_base: float = 10000.0,
+        rope_layout: RopeLayout = "interleaved",
+        rope_scaling: RopeScaling | None = None,
+        rope_max_positions: int = 2048,
+        shaw_max_distance: int = 16,
+        t5_num_buckets: int = 32,
+        t5_max_distance: int = 128,
+    ) -> None:
+        super().__init__()
+        self.d_model = check_positive_int("d_model", d_model)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        if d_model % num_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        self.head_dim = d_model // num_heads
+        self.position = check_choice("position", position, ATTENTION_POSITIONS)
+        self.causal = bool(causal)
+        self.dropout = check_probability("dropout", dropout)
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.rotary: RotaryEmbedding | None = None
+        self.shaw: ShawRelativePositions | None = None
+        self.t5: T5RelativeBias | None = None
+        if position == "rope":
+            self.rotary = RotaryEmbedding(
+                self.head_dim, base=rope_base, layout=rope_layout,
+                scaling=rope_scaling, max_positions=rope_max_positions,
+            )
+        elif position == "shaw":
+            self.shaw = ShawRelativePositions(self.head_dim, shaw_max_distance)
+        elif position == "t5":
+            self.t5 = T5RelativeBias(
+                num_heads, bidirectional=not causal, num_buckets=t5_num_buckets, max_distance=t5_max_distance
+            )
+        elif position == "alibi":
+            alibi_slopes(num_heads)  # validates num_heads
+
+    def _split(self, t: torch.Tensor) -> torch.Tensor:
+        b, s, _ = t.shape
+        return t.view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        if x.dim() != 3:
+            raise ValueError(f"x must be (batch, seq, d_model), got shape {tuple(x.shape)}")
+        check_last_dim("x", x, self.d_model)
+        if positions is not None and self.position != "rope":
+            raise ValueError(f"positions are only used by RoPE attention, not position={self.position!r}")
+        b, s, _ = x.shape
+        q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(x)), self._split(self.v_proj(x))
+        drop = self.dropout if self.training else 0.0
+        full_mask = mask
+        if self.causal:
+            cm = causal_mask(s, device=x.device)
+            full_mask = cm if full_mask is None else (full_mask & cm)
+
+        if self.shaw is not None:
+            out, weights = self.shaw(q, k, v, mask=full_mask, return_weights=True)
+        else:
+            bias = None
+            if self.rotary is not None:
+                q, k = self.rotary(q, positions), self.rotary(k, positions)
+            elif self.t5 is not None:
+                bias = self.t5(s, s, device=x.device)
+            elif self.position == "alibi":
+                bias = alibi_bias(self.num_heads, s, s, causal=self.causal, dtype=q.dtype, device=x.device)
+            out, weights = attention(q, k, v, bias=bias, mask=full_mask, dropout=drop, training=self.training)
+        out = self.out_proj(out.transpose(1, 2).reshape(b, s, self.d_model))
+        return (out, weights) if return_weights else out
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, num_heads={self.num_heads}, position={self.position!r}, causal={self.causal}"

@@ -1,0 +1,174 @@
+"""A small pre-LayerNorm Transformer for the course's experiments.
+
+``TinyTransformer`` is an encoder (bidirectional) or a causal decoder over token ids. Position
+information enters in exactly one of these ways, chosen by ``position``:
+
+* absolute, added to the token embeddings: ``"sinusoidal"`` or ``"learned"``;
+* inside every attention layer: ``"rope"``, ``"shaw"``, ``"t5"`` or ``"alibi"``;
+* not at all: ``"none"`` (a bidirectional model is then blind to order; a causal one can still
+  infer position from its mask).
+
+Shapes: ``tokens`` is ``(batch, seq)`` long; logits are ``(batch, seq, num_outputs)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from ._validation import check_choice, check_positive_int, check_probability
+from .attention import MultiHeadAttention
+from .learned import LearnedPositionalEmbedding
+from .rope import RopeLayout
+from .rope_scaling import RopeScaling
+from .sinusoidal import SinusoidalPositionalEncoding
+
+ModelPosition = Literal["none", "sinusoidal", "learned", "rope", "shaw", "t5", "alibi"]
+MODEL_POSITIONS: tuple[str, ...] = ("none", "sinusoidal", "learned", "rope", "shaw", "t5", "alibi")
+ABSOLUTE_POSITIONS: tuple[str, ...] = ("sinusoidal", "learned")
+
+__all__ = ["MODEL_POSITIONS", "ModelOutput", "TinyTransformer", "TransformerBlock"]
+
+
+class TransformerBlock(nn.Module):
+    """Pre-LN block: ``x + attn(LN(x))`` then ``x + MLP(LN(x))`` (GELU MLP)."""
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, *, dropout: float = 0.0, **attention_kwargs) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention_kwargs)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(
+        self, x: torch.Tensor, *, positions: torch.Tensor | None = None, return_weights: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        attn_out, weights = self.attn(self.ln1(x), positions=positions, return_weights=True)
+        x = x + self.drop(attn_out)
+        x = x + self.drop(self.mlp(self.ln2(x)))
+        return (x, weights) if return_weights else x
+
+
+@dataclass
+class ModelOutput:
+    """What :meth:`TinyTransformer.forward` returns with ``return_details=True``.
+
+    ``hidden``: per-layer residual streams, ``num_layers + 1`` tensors ``(batch, seq, d_model)``
+    (the input to the first block, then each block's output); ``attention``: per-layer weights
+    ``(batch, heads, seq, seq)``.
+    """
+
+    logits: torch.Tensor
+    hidden: list[torch.Tensor]
+    attention: list[torch.Tensor]
+
+
+class TinyTransformer(nn.Module):
+    """Token embedding, optional absolute encoding, ``num_layers`` pre-LN blocks, final LN, linear head.
+
+    Args:
+        vocab_size: number of token ids.
+        d_model, num_heads, num_layers: model size (the course uses 64, 4, 2).
+        d_ff: MLP width (default ``4 * d_model``).
+        position: see the module docstring.
+        causal: causal (decoder) or bidirectional (encoder) self-attention.
+        max_positions: rows of the learned table; initial cache of sinusoidal/RoPE.
+        num_outputs: size of the output head (default ``vocab_size``).
+        scale_embeddings: multiply token embeddings by ``sqrt(d_model)`` (Vaswani et al.).
+        dropout: dropout rate (0 in the course's experiments).
+        rope_*, shaw_max_distance, t5_*: passed to :class:`~course_pe.MultiHeadAttention`.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        d_ff: int | None = None,
+        position: ModelPosition = "none",
+        causal: bool = False,
+        max_positions: int = 512,
+        num_outputs: int | None = None,
+        scale_embeddings: bool = False,
+        dropout: float = 0.0,
+        rope_base: float = 10000.0,
+        rope_layout: RopeLayout = "interleaved",
+        rope_scaling: RopeScaling | None = None,
+        shaw_max_distance: int = 16,
+        t5_num_buckets: int = 32,
+        t5_max_distance: int = 128,
+    ) -> None:
+        super().__init__()
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.d_model = check_positive_int("d_model", d_model)
+        self.position = check_choice("position", position, MODEL_POSITIONS)
+        self.causal = bool(causal)
+        self.max_positions = check_positive_int("max_positions", max_positions)
+        check_probability("dropout", dropout)
+        self.scale = math.sqrt(d_model) if scale_embeddings else 1.0
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        nn.init.normal_(self.token_embedding.weight, std=0.02 if not scale_embeddings else d_model**-0.5)
+        self.absolute: nn.Module | None = None
+        if position == "sinusoidal":
+            self.absolute = SinusoidalPositionalEncoding(d_model, max_positions)
+        elif position == "learned":
+            self.absolute = LearnedPositionalEmbedding(max_positions, d_model)
+        self.embed_dropout = nn.Dropout(dropout)
+        attention_position = position if position not in ABSOLUTE_POSITIONS else "none"
+        self.blocks = nn.ModuleList(
+            TransformerBlock(
+                d_model, num_heads, d_ff or 4 * d_model, dropout=dropout,
+                position=attention_position, causal=causal,
+                rope_base=rope_base, rope_layout=rope_layout, rope_scaling=rope_scaling,
+                rope_max_positions=max_positions, shaw_max_distance=shaw_max_distance,
+                t5_num_buckets=t5_num_buckets, t5_max_distance=t5_max_distance,
+            )
+            for _ in range(check_positive_int("num_layers", num_layers))
+        )
+        self.final_norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, num_outputs or vocab_size)
+
+    def embed(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Token embeddings plus the absolute encoding (if any): ``(batch, seq, d_model)``."""
+        if tokens.dim() != 2 or tokens.dtype != torch.long:
+            raise ValueError(f"tokens must be a (batch, seq) long tensor, got {tuple(tokens.shape)} {tokens.dtype}")
+        x = self.token_embedding(tokens) * self.scale
+        if isinstance(self.absolute, SinusoidalPositionalEncoding):
+            if positions is not None:
+                raise ValueError("custom positions are not supported with the sinusoidal table; use offsets")
+            x = self.absolute(x)
+        elif isinstance(self.absolute, LearnedPositionalEmbedding):
+            x = self.absolute(x, positions)
+        return self.embed_dropout(x)
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        *,
+        positions: torch.Tensor | None = None,
+        return_details: bool = False,
+    ) -> torch.Tensor | ModelOutput:
+        """``tokens``: ``(batch, seq)``; ``positions`` (learned or RoPE only): ``(seq,)`` or ``(batch, seq)``."""
+        if positions is not None and self.position not in ("learned", "rope"):
+            raise ValueError(f"positions can be given only with learned or rope position, not {self.position!r}")
+        x = self.embed(tokens, positions if self.position == "learned" else None)
+        hidden, weights = [x], []
+        rope_positions = positions if self.position == "rope" else None
+        for block in self.blocks:
+            x, w = block(x, positions=rope_positions, return_weights=True)
+            hidden.append(x)
+            weights.append(w)
+        logits = self.head(self.final_norm(x))
+        if return_details:
+            return ModelOutput(logits=logits, hidden=hidden, attention=weights)
+        return logits
+
+    def extra_repr(self) -> str:
+        return f"position={self.position!r}, causal={self.causal}"

@@ -1,0 +1,392 @@
+"""Rotary position embedding (RoPE; Su et al., RoFormer, 2021).
+
+RoPE rotates each *pair* of query/key dimensions by an angle proportional to the position:
+pair ``i`` of a vector at position ``p`` is turned counter-clockwise by ``p * theta_i``,
+
+.. math:: (a, b) \\mapsto (a \\cos p\\theta_i - b \\sin p\\theta_i,\\; a \\sin p\\theta_i + b \\cos p\\theta_i).
+
+Because rotations compose, ``<R_m q, R_n k> = <q, R_{n-m} k>``: the attention score of a rotated
+query and key depends on the positions only through their offset.
+
+Layouts (which dimensions form a pair; ``h = head_dim // 2``):
+
+* ``"interleaved"``: pairs ``(2i, 2i + 1)``, as in RoFormer and Meta's original LLaMA code.
+* ``"half"``: pairs ``(i, i + h)``, as in GPT-NeoX and Hugging Face's LLaMA (``rotate_half``).
+
+They are the same map up to a fixed permutation of dimensions (:func:`interleaved_to_half`), so a
+checkpoint moves between them by permuting the rows of its query and key projections
+(:func:`permute_qk_weights`).
+
+Precision: angles are computed in float64 from integer (or float32-or-wider) positions, then cos and
+sin are rounded once. A bfloat16 tensor cannot even hold the position 4095 (it rounds to 4096), so
+positions are never taken in the input's dtype. Low-precision inputs are rotated in float32 and the
+result cast back to the input's dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from torch import nn
+
+from ._validation import check_choice, check_even, check_positive_float, check_positive_int
+from .rope_scaling import DynamicNTKScaling, RopeScaling, rope_frequencies
+
+RopeLayout = Literal["interleaved", "half"]
+ROPE_LAYOUTS: tuple[str, ...] = ("interleaved", "half")
+
+__all__ = [
+    "ROPE_LAYOUTS",
+    "RotaryEmbedding",
+    "apply_rope",
+    "half_to_interleaved",
+    "interleaved_to_half",
+    "layout_permutation",
+    "permute_qk_weights",
+    "rope_cos_sin",
+    "rotate_with_cos_sin",
+]
+
+_WIDE = (torch.float32, torch.float64)
+_BLOCK_ELEMENTS = 1 << 20  # elements of x per block in the real-arithmetic path
+
+
+def _resolve_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
+    """Positions as a float64 tensor of shape ``(seq,)`` or ``(batch, 1, seq)`` (for 4-D ``x``)."""
+    seq = x.shape[-2]
+    if positions is None:
+        return torch.arange(seq, device=x.device, dtype=torch.float64)
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(f"positions must be a tensor or None, got {type(positions).__name__}")
+    if positions.dtype in (torch.float16, torch.bfloat16):
+        raise TypeError(
+            f"positions in {positions.dtype} have already lost precision (bfloat16 rounds 4095 to 4096); "
+            "pass integer or float32 positions"
+        )
+    if positions.dim() == 1:
+        if positions.shape[0] != seq:
+            raise ValueError(f"positions has length {positions.shape[0]} but x has seq = {seq} (shape {tuple(x.shape)})")
+        return positions.to(device=x.device, dtype=torch.float64)
+    if positions.dim() == 2:
+        if x.dim() != 4:
+            raise ValueError(
+                f"per-sequence positions of shape (batch, seq) need x of shape (batch, heads, seq, head_dim), "
+                f"got x of shape {tuple(x.shape)}"
+            )
+        if positions.shape != (x.shape[0], seq):
+            raise ValueError(
+                f"positions must have shape ({x.shape[0]}, {seq}) for x of shape {tuple(x.shape)}, "
+                f"got {tuple(positions.shape)}"
+            )
+        return positions.to(device=x.device, dtype=torch.float64).unsqueeze(1)
+    raise ValueError(f"positions must be None, (seq,) or (batch, seq); got shape {tuple(positions.shape)}")
+
+
+def rope_cos_sin(
+    positions: torch.Tensor,
+    inv_freq: torch.Tensor,
+    *,
+    dtype: torch.dtype = torch.float32,
+    attention_factor: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cos`` and ``sin`` of ``positions[..., None] * inv_freq``, shape ``positions.shape + (h,)``.
+
+    Angles are formed in float64 and rounded once to ``dtype``. Both are multiplied by
+    ``attention_factor`` (YaRN's temperature; 1.0 otherwise).
+    """
+    angles = positions.to(torch.float64)[..., None] * inv_freq.to(device=positions.device, dtype=torch.float64)
+    cos, sin = angles.cos(), angles.sin()
+    if attention_factor != 1.0:
+        cos, sin = cos * attention_factor, sin * attention_factor
+    return cos.to(dtype), sin.to(dtype)
+
+
+def rotate_with_cos_sin(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: RopeLayout = "interleaved"
+) -> torch.Tensor:
+    """Rotate the pairs of ``x`` (``(..., seq, head_dim)``) by precomputed ``cos``/``sin``.
+
+    ``cos`` and ``sin`` have shape ``(..., seq, head_dim // 2)`` broadcastable against ``x``'s leading
+    dimensions (one value per pair, not duplicated). Float32 and float64 inputs are rotated in their
+    own dtype; lower precisions are rotated in float32 and cast back. Returns a new tensor with
+    ``x``'s dtype and device.
+    """
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    head_dim = x.shape[-1]
+    check_even("head_dim (last dimension of x)", head_dim)
+    half = head_dim // 2
+    if cos.shape[-1] != half or sin.shape != cos.shape:
+        raise ValueError(
+            f"cos and sin must both have last dimension head_dim // 2 = {half}; got {tuple(cos.shape)} and {tuple(sin.shape)}"
+        )
+    if x.dim() < 2 or cos.dim() < 2:
+        raise ValueError(
+            f"x must be (..., seq, head_dim) and cos/sin (..., seq, head_dim // 2); got {tuple(x.shape)} and {tuple(cos.shape)}"
+        )
+    compute = x.dtype if x.dtype in _WIDE else torch.float32
+    xc = x if x.dtype == compute else x.to(compute)
+    cos, sin = cos.to(device=x.device, dtype=compute), sin.to(device=x.device, dtype=compute)
+
+    if layout == "interleaved" and xc.is_contiguous():
+        # One fused complex multiply: (a + ib)(cos + i sin). Reads x once, writes the result once.
+        z = torch.view_as_complex(xc.view(*xc.shape[:-1], half, 2))
+        out = torch.view_as_real(z * torch.complex(cos, sin)).view(xc.shape)
+    elif torch.is_grad_enabled() and (xc.requires_grad or cos.requires_grad or sin.requires_grad):
+        # Differentiable path (training): the same arithmetic, out of place.
+        if layout == "interleaved":
+            a, b = xc[..., 0::2], xc[..., 1::2]
+            out = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+        else:
+            a, b = xc[..., :half], xc[..., half:]
+            out = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+    else:
+        out = torch.empty_like(xc, memory_format=torch.contiguous_format)
+        seq = xc.shape[-2]
+        # Work on blocks of positions small enough (~4 MB) that each block's partial result is
+        # still in cache when the second kernel reads it back; one block for small inputs.
+        rows = max(1, min(seq, _BLOCK_ELEMENTS // max(1, xc.numel() // seq)))
+        for start in range(0, seq, rows):
+            block = slice(start, start + rows)
+            xb, ob = xc[..., block, :], out[..., block, :]
+            cb, sb = (cos, sin) if cos.shape[-2] == 1 else (cos[..., block, :], sin[..., block, :])
+            if layout == "interleaved":
+                a, b, out_a, out_b = xb[..., 0::2], xb[..., 1::2], ob[..., 0::2], ob[..., 1::2]
+            else:
+                a, b, out_a, out_b = xb[..., :half], xb[..., half:], ob[..., :half], ob[..., half:]
+            # Four kernels on half-width views, writing straight into the output; no temporaries.
+            torch.mul(a, cb, out=out_a)
+            out_a.addcmul_(b, sb, value=-1.0)  # a cos - b sin
+            torch.mul(b, cb, out=out_b)
+            out_b.addcmul_(a, sb)  # b cos + a sin
+    return out if out.dtype == x.dtype else out.to(x.dtype)
+
+
+def apply_rope(
+    x: torch.Tensor,
+    positions: torch.Tensor | None = None,
+    *,
+    inv_freq: torch.Tensor | None = None,
+    base: float = 10000.0,
+    layout: RopeLayout = "interleaved",
+    rotary_dim: int | None = None,
+) -> torch.Tensor:
+    """Rotate queries or keys by their positions.
+
+    Args:
+        x: ``(..., seq, head_dim)``, e.g. ``(batch, heads, seq, head_dim)``.
+        positions: ``None`` (``0 ... seq - 1``), a ``(seq,)`` tensor, or ``(batch, seq)`` (one row per
+            sequence) when ``x`` is ``(batch, heads, seq, head_dim)``. Integer or float32/64.
+        inv_freq: ``(rotary_dim // 2,)`` frequencies; default ``base ** (-2i / rotary_dim)``
+            (see :func:`course_pe.rope_frequencies` for scaled ones).
+        base: used only when ``inv_freq`` is None.
+        layout: ``"interleaved"`` (pairs ``2i, 2i+1``) or ``"half"`` (pairs ``i, i + rotary_dim/2``).
+        rotary_dim: rotate only the first ``rotary_dim`` dimensions ("partial rotary", as in GPT-NeoX
+            and GPT-J); the rest pass through unchanged. Default: all of ``head_dim``.
+
+    Returns:
+        A new tensor of ``x``'s shape, dtype and device.
+    """
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    if x.dim() < 2:
+        raise ValueError(f"x must be (..., seq, head_dim), got shape {tuple(x.shape)}")
+    head_dim = x.shape[-1]
+    if rotary_dim is None:
+        rotary_dim = check_even("head_dim (last dimension of x)", head_dim)
+    else:
+        rotary_dim = check_even("rotary_dim", rotary_dim)
+        if rotary_dim > head_dim:
+            raise ValueError(f"rotary_dim ({rotary_dim}) exceeds head_dim ({head_dim})")
+    if inv_freq is None:
+        inv_freq, _ = rope_frequencies(rotary_dim, base=base, dtype=torch.float64)
+    elif inv_freq.shape != (rotary_dim // 2,):
+        raise ValueError(f"inv_freq must have shape ({rotary_dim // 2},), got {tuple(inv_freq.shape)}")
+    pos = _resolve_positions(x, positions)
+    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+    if rotary_dim == head_dim:
+        return rotate_with_cos_sin(x, cos, sin, layout=layout)
+    rotated = rotate_with_cos_sin(x[..., :rotary_dim], cos, sin, layout=layout)
+    return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
+
+
+# --------------------------------------------------------------------------- layouts
+
+
+def layout_permutation(head_dim: int, *, to: RopeLayout = "half") -> torch.Tensor:
+    """Index tensor ``perm`` with ``y = x[..., perm]`` converting *to* the given layout.
+
+    ``to="half"``: ``perm = [0, 2, 4, ..., 1, 3, 5, ...]`` (interleaved -> half);
+    ``to="interleaved"``: its inverse.
+    """
+    head_dim = check_even("head_dim", head_dim)
+    check_choice("layout", to, ROPE_LAYOUTS)
+    half = head_dim // 2
+    to_half = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
+    if to == "half":
+        return to_half
+    inverse = torch.empty_like(to_half)
+    inverse[to_half] = torch.arange(head_dim)
+    assert inverse.shape == (2 * half,)
+    return inverse
+
+
+def interleaved_to_half(x: torch.Tensor) -> torch.Tensor:
+    """Reorder the last dimension from pairs ``(2i, 2i+1)`` to pairs ``(i, i + h)``."""
+    return x[..., layout_permutation(x.shape[-1], to="half").to(x.device)]
+
+
+def half_to_interleaved(x: torch.Tensor) -> torch.Tensor:
+    """Reorder the last dimension from pairs ``(i, i + h)`` to pairs ``(2i, 2i+1)``."""
+    return x[..., layout_permutation(x.shape[-1], to="interleaved").to(x.device)]
+
+
+def permute_qk_weights(
+    weight: torch.Tensor,
+    num_heads: int,
+    *,
+    to: RopeLayout = "half",
+) -> torch.Tensor:
+    """Permute the output rows of a query or key projection so that a model trained with one RoPE
+    layout gives identical attention scores with the other.
+
+    ``weight`` is an ``nn.Linear`` weight ``(num_heads * head_dim, in_features)`` or a bias
+    ``(num_heads * head_dim,)``; heads are contiguous blocks of rows (the usual
+    ``view(batch, seq, heads, head_dim)`` split). Within each head the rows are reordered by
+    :func:`layout_permutation`. Apply it to *both* the query and the key projection (values and the
+    output projection are untouched).
+
+    Why it works: if ``P`` permutes dimensions so that ``rope_half(P v) = P rope_interleaved(v)`` for
+    every ``v``, then ``<rope_half(P q), rope_half(P k)> = <P rope_i(q), P rope_i(k)> = <rope_i(q), rope_i(k)>``.
+    """
+    num_heads = check_positive_int("num_heads", num_heads)
+    rows = weight.shape[0]
+    if rows % num_heads:
+        raise ValueError(f"weight has {rows} rows, not divisible by num_heads={num_heads}")
+    head_dim = rows // num_heads
+    perm = layout_permutation(head_dim, to=to).to(weight.device)
+    w = weight.reshape(num_heads, head_dim, *weight.shape[1:])
+    return w[:, perm].reshape(weight.shape).clone()
+
+
+# --------------------------------------------------------------------------- module
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE with cached cos/sin tables.
+
+    ``forward(x, positions=None)`` rotates ``x`` of shape ``(..., seq, head_dim)`` (call it on the
+    queries and on the keys). The cos/sin cache covers positions ``0 ... cached_positions - 1`` and is
+    held in non-persistent buffers (recomputable, so not saved in ``state_dict``); it grows when a
+    larger position is requested and is rebuilt on the input's device if the module was not moved.
+
+    With :class:`~course_pe.DynamicNTKScaling` the frequencies depend on the current length: an input
+    longer than ``original_max_positions`` gets stretched frequencies, and a later short input gets
+    the original ones back.
+
+    Args:
+        head_dim: width of a query/key head.
+        base: frequency base.
+        max_positions: initial cache length.
+        scaling: optional scaling (see :mod:`course_pe.rope_scaling`).
+        layout: ``"interleaved"`` or ``"half"``.
+        rotary_dim: rotate only the first ``rotary_dim`` dimensions (default all).
+    """
+
+    inv_freq: torch.Tensor
+    cos_cached: torch.Tensor
+    sin_cached: torch.Tensor
+
+    def __init__(
+        self,
+        head_dim: int,
+        *,
+        base: float = 10000.0,
+        max_positions: int = 2048,
+        scaling: RopeScaling | None = None,
+        layout: RopeLayout = "interleaved",
+        rotary_dim: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.head_dim = check_even("head_dim", head_dim)
+        self.rotary_dim = self.head_dim if rotary_dim is None else check_even("rotary_dim", rotary_dim)
+        if self.rotary_dim > self.head_dim:
+            raise ValueError(f"rotary_dim ({self.rotary_dim}) exceeds head_dim ({self.head_dim})")
+        self.base = check_positive_float("base", base)
+        self.layout = check_choice("layout", layout, ROPE_LAYOUTS)
+        self.scaling = scaling
+        inv_freq, factor = rope_frequencies(self.rotary_dim, base=self.base, scaling=scaling, dtype=torch.float64)
+        self.attention_factor = factor
+        self._freq_seq_len: int | None = None  # the seq_len the current inv_freq was built for (dynamic NTK)
+        # float64 master copy (a plain attribute, so Module.to(dtype) cannot round it); the buffer is the
+        # float32 view that checkpoints and other libraries expose.
+        self._inv_freq64 = inv_freq
+        self.register_buffer("inv_freq", inv_freq.to(torch.float32), persistent=False)
+        self.register_buffer("cos_cached", torch.empty(0), persistent=False)
+        self.register_buffer("sin_cached", torch.empty(0), persistent=False)
+        self._build_cache(check_positive_int("max_positions", max_positions), self.inv_freq.device)
+
+    @property
+    def cached_positions(self) -> int:
+        return int(self.cos_cached.shape[0])
+
+    def _build_cache(self, length: int, device: torch.device) -> None:
+        positions = torch.arange(length, device=device, dtype=torch.float64)
+        cos, sin = rope_cos_sin(positions, self._inv_freq64.to(device), attention_factor=self.attention_factor)
+        self.cos_cached, self.sin_cached = cos, sin
+
+    def _update_frequencies(self, seq_len: int, device: torch.device) -> None:
+        """Dynamic NTK: recompute frequencies when the length crosses the original maximum."""
+        if not isinstance(self.scaling, DynamicNTKScaling):
+            return
+        original = self.scaling.original_max_positions
+        wanted = seq_len if seq_len > original else None
+        if wanted == self._freq_seq_len:
+            return
+        inv_freq, _ = rope_frequencies(
+            self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=wanted, dtype=torch.float64
+        )
+        self._inv_freq64 = inv_freq
+        self.inv_freq = inv_freq.to(device=device, dtype=torch.float32)
+        self._freq_seq_len = wanted
+        self._build_cache(max(seq_len, self.cached_positions), device)
+
+    def cos_sin(self, positions: torch.Tensor, *, seq_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cached ``cos`` and ``sin`` at integer ``positions``, shape ``positions.shape + (rotary_dim // 2,)``."""
+        if positions.dtype.is_floating_point:
+            if not torch.equal(positions, positions.round()):
+                raise ValueError("RotaryEmbedding caches integer positions; use apply_rope for fractional ones")
+            positions = positions.long()
+        if positions.numel() and int(positions.min()) < 0:
+            raise ValueError("positions must be >= 0")
+        needed = int(positions.max()) + 1 if positions.numel() else 1
+        device = positions.device
+        self._update_frequencies(seq_len if seq_len is not None else needed, device)
+        stale = self.cos_cached.device != device or self.cos_cached.dtype != torch.float32  # e.g. after .half()
+        if needed > self.cached_positions or stale:
+            length = max(needed, self.cached_positions)
+            self._build_cache(1 << math.ceil(math.log2(length)), device)
+        return self.cos_cached[positions], self.sin_cached[positions]
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        if x.shape[-1] != self.head_dim:
+            raise ValueError(f"x must have last dimension head_dim={self.head_dim}, got shape {tuple(x.shape)}")
+        seq = x.shape[-2]
+        if positions is None:
+            positions = torch.arange(seq, device=x.device)
+        else:
+            _resolve_positions(x, positions)  # shape checks only
+            positions = positions.to(x.device)
+        cos, sin = self.cos_sin(positions)
+        if positions.dim() == 2:  # (batch, seq, h) -> (batch, 1, seq, h)
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        if self.rotary_dim == self.head_dim:
+            return rotate_with_cos_sin(x, cos, sin, layout=self.layout)
+        rotated = rotate_with_cos_sin(x[..., : self.rotary_dim], cos, sin, layout=self.layout)
+        return torch.cat([rotated, x[..., self.rotary_dim :]], dim=-1)
+
+    def extra_repr(self) -> str:
+        return (
+            f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, "
+            f"layout={self.layout!r}, scaling={self.scaling!r}"
+        )

@@ -1,0 +1,233 @@
+"""Sinusoidal positional encoding (Vaswani et al., 2017, section 3.5).
+
+Conventions used throughout the course
+--------------------------------------
+* ``p`` is a position (0, 1, 2, ...), ``d_model`` the (even) model width.
+* ``i`` is a *pair index*, ``i = 0 ... d_model/2 - 1``. Pair ``i`` has angular frequency
+
+  .. math:: \\omega_i = \\text{base}^{-2i/d_\\text{model}},
+
+  so pair 0 is the fastest (wavelength ``2*pi``) and pair ``d_model/2 - 1`` the slowest
+  (wavelength ``2*pi*base**((d_model-2)/d_model)``, just under ``2*pi*base``).
+* Layout ``"interleaved"`` (the paper's): ``PE[p, 2i] = sin(p*w_i)``, ``PE[p, 2i+1] = cos(p*w_i)``.
+* Layout ``"blocks"``: all sines first, then all cosines: ``PE[p, i] = sin(p*w_i)``,
+  ``PE[p, d/2 + i] = cos(p*w_i)``. Same numbers, different order; several public
+  implementations use it, so two "sinusoidal" tables from different code bases need not agree.
+
+Everything is computed in float64 and cast at the end, so float32 tables are correctly rounded.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from ._validation import (
+    check_choice,
+    check_even,
+    check_last_dim,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+    check_probability,
+)
+
+SinusoidalLayout = Literal["interleaved", "blocks"]
+SINUSOIDAL_LAYOUTS: tuple[str, ...] = ("interleaved", "blocks")
+
+__all__ = [
+    "SINUSOIDAL_LAYOUTS",
+    "SinusoidalPositionalEncoding",
+    "shift_matrix",
+    "sinusoidal_encoding",
+    "sinusoidal_encoding_np",
+    "sinusoidal_frequencies",
+    "sinusoidal_wavelengths",
+]
+
+
+def sinusoidal_frequencies(d_model: int, *, base: float = 10000.0) -> np.ndarray:
+    """Angular frequencies ``w_i = base**(-2i/d_model)`` for ``i = 0 ... d_model/2 - 1``.
+
+    Returns a float64 array of shape ``(d_model // 2,)``, decreasing from 1.
+    """
+    d_model = check_even("d_model", d_model)
+    base = check_positive_float("base", base)
+    i = np.arange(d_model // 2, dtype=np.float64)
+    return base ** (-2.0 * i / d_model)
+
+
+def sinusoidal_wavelengths(d_model: int, *, base: float = 10000.0) -> np.ndarray:
+    """Wavelengths ``2*pi / w_i`` in positions, float64 of shape ``(d_model // 2,)``.
+
+    The longest is ``2*pi*base**((d_model - 2)/d_model)``, not ``2*pi*base``.
+    """
+    return 2.0 * math.pi / sinusoidal_frequencies(d_model, base=base)
+
+
+def sinusoidal_encoding_np(
+    num_positions: int,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    layout: SinusoidalLayout = "interleaved",
+    start: int = 0,
+) -> np.ndarray:
+    """NumPy float64 twin of :func:`sinusoidal_encoding`, for worked examples.
+
+    Returns an array of shape ``(num_positions, d_model)`` for positions
+    ``start, start + 1, ..., start + num_positions - 1``.
+    """
+    num_positions = check_positive_int("num_positions", num_positions)
+    start = check_nonnegative_int("start", start)
+    check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+    omega = sinusoidal_frequencies(d_model, base=base)
+    p = np.arange(start, start + num_positions, dtype=np.float64)[:, None]
+    angles = p * omega[None, :]  # (num_positions, d_model/2)
+    table = np.empty((num_positions, d_model), dtype=np.float64)
+    if layout == "interleaved":
+        table[:, 0::2] = np.sin(angles)
+        table[:, 1::2] = np.cos(angles)
+    else:
+        half = d_model // 2
+        table[:, :half] = np.sin(angles)
+        table[:, half:] = np.cos(angles)
+    return table
+
+
+def sinusoidal_encoding(
+    num_positions: int,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    layout: SinusoidalLayout = "interleaved",
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+    start: int = 0,
+) -> torch.Tensor:
+    """The sinusoidal table, shape ``(num_positions, d_model)``.
+
+    Row ``r`` is the encoding of position ``start + r``. Computed in float64, then cast to
+    ``dtype``. See the module docstring for the two layouts.
+
+    Raises:
+        ValueError: if ``d_model`` is odd or not positive, ``num_positions < 1``,
+            ``base <= 0`` or ``layout`` is unknown.
+    """
+    table = sinusoidal_encoding_np(num_positions, d_model, base=base, layout=layout, start=start)
+    return torch.from_numpy(table).to(dtype=dtype, device=device)
+
+
+def shift_matrix(
+    k: int | float,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    layout: SinusoidalLayout = "interleaved",
+    dtype: torch.dtype = torch.float64,
+) -> torch.Tensor:
+    """The matrix ``M_k`` with ``PE(p + k) = M_k @ PE(p)`` for every position ``p``.
+
+    ``M_k`` is block-diagonal: pair ``i`` is rotated by the 2x2 matrix
+    ``[[cos(k w_i), sin(k w_i)], [-sin(k w_i), cos(k w_i)]]`` acting on ``(sin, cos)``.
+    It depends on the offset ``k`` only, never on ``p``. ``k`` may be negative or fractional.
+
+    Returns a ``(d_model, d_model)`` tensor (float64 by default) in the given layout.
+    """
+    check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+    if isinstance(k, bool) or not isinstance(k, (int, float)):
+        raise TypeError(f"k must be a number, got {type(k).__name__}")
+    omega = sinusoidal_frequencies(d_model, base=base)
+    c, s = np.cos(k * omega), np.sin(k * omega)
+    half = d_model // 2
+    m = np.zeros((d_model, d_model), dtype=np.float64)
+    idx = np.arange(half)
+    if layout == "interleaved":
+        sin_idx, cos_idx = 2 * idx, 2 * idx + 1
+    else:
+        sin_idx, cos_idx = idx, half + idx
+    # sin((p+k)w) =  cos(kw) sin(pw) + sin(kw) cos(pw)
+    # cos((p+k)w) = -sin(kw) sin(pw) + cos(kw) cos(pw)
+    m[sin_idx, sin_idx] = c
+    m[sin_idx, cos_idx] = s
+    m[cos_idx, sin_idx] = -s
+    m[cos_idx, cos_idx] = c
+    return torch.from_numpy(m).to(dtype)
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds the sinusoidal table to batch-first inputs.
+
+    ``forward(x)`` with ``x`` of shape ``(batch, seq, d_model)`` returns
+    ``dropout(scale * x + PE[offset : offset + seq])`` where ``scale`` is ``sqrt(d_model)``
+    if ``scale_embeddings`` else 1 (Vaswani et al. multiply the token embeddings by
+    ``sqrt(d_model)`` and apply dropout to the sum).
+
+    The table is a non-persistent buffer (it is a function of the arguments, so it is not
+    saved in ``state_dict``). It grows on demand: sinusoidal encodings are defined for every
+    position, so a longer input is not an error (whether the *model* copes is another
+    matter; see Part III).
+
+    Args:
+        d_model: model width (even).
+        max_len: initial number of cached positions.
+        base: the ``10000`` of the formula.
+        layout: ``"interleaved"`` or ``"blocks"``.
+        scale_embeddings: multiply ``x`` by ``sqrt(d_model)`` before adding.
+        dropout: dropout probability applied to the sum (only in training mode).
+    """
+
+    pe: torch.Tensor
+
+    def __init__(
+        self,
+        d_model: int,
+        max_len: int = 512,
+        *,
+        base: float = 10000.0,
+        layout: SinusoidalLayout = "interleaved",
+        scale_embeddings: bool = False,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.d_model = check_even("d_model", d_model)
+        self.base = check_positive_float("base", base)
+        self.layout = check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+        self.scale_embeddings = bool(scale_embeddings)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+        max_len = check_positive_int("max_len", max_len)
+        self.register_buffer("pe", self._table(max_len), persistent=False)
+
+    def _table(self, length: int, device: torch.device | None = None) -> torch.Tensor:
+        return sinusoidal_encoding(
+            length, self.d_model, base=self.base, layout=self.layout, device=device
+        )
+
+    def encoding(self, length: int, *, offset: int = 0) -> torch.Tensor:
+        """Rows ``offset ... offset + length - 1`` of the table, shape ``(length, d_model)``."""
+        length = check_positive_int("length", length)
+        offset = check_nonnegative_int("offset", offset)
+        if offset + length > self.pe.shape[0]:
+            self.pe = self._table(offset + length, device=self.pe.device)
+        return self.pe[offset : offset + length]
+
+    def forward(self, x: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
+        """``x``: ``(batch, seq, d_model)``; returns the same shape and dtype."""
+        if x.dim() != 3:
+            raise ValueError(
+                f"expected a batch-first input of shape (batch, seq, d_model), got shape {tuple(x.shape)}"
+            )
+        check_last_dim("x", x, self.d_model)
+        pe = self.encoding(x.shape[1], offset=offset).to(dtype=x.dtype, device=x.device)
+        scale = math.sqrt(self.d_model) if self.scale_embeddings else 1.0
+        return self.dropout(x * scale + pe.unsqueeze(0))
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, base={self.base}, layout={self.layout!r}, "
+            f"scale_embeddings={self.scale_embeddings}"
+        )

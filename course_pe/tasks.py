@@ -1,0 +1,307 @@
+"""Seeded synthetic tasks for the course's experiments.
+
+Every task draws its data from a ``torch.Generator`` passed by the caller, so data never depends
+on how many random numbers the model's initialisation consumed. ``sample`` returns a
+:class:`Batch` of ``inputs`` and ``targets``, both ``(batch, seq)`` long tensors; targets equal to
+:data:`IGNORE` are not scored.
+
+==============  =====================================================  ==========================
+task            target at position ``p``                                needs position?
+==============  =====================================================  ==========================
+``reverse``     ``x[L - 1 - p]``                                        yes
+``sort``        the ``p``-th smallest token                             yes (which rank to emit)
+``histogram``   how many times ``x[p]`` occurs in the sequence          no (order-free)
+``position``    ``p`` itself (a probe of what the model knows)          yes
+``copy``        causal: ``BOS a SEP a``, predict the second ``a``       yes (offset lookup)
+``markov``      causal next-token prediction of a Markov chain          order 2: the previous token
+==============  =====================================================  ==========================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ._validation import check_positive_int
+
+IGNORE = -100
+
+__all__ = [
+    "IGNORE",
+    "Batch",
+    "CopyTask",
+    "HistogramTask",
+    "MarkovTask",
+    "PositionTask",
+    "ReverseTask",
+    "SortTask",
+]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """``inputs`` and ``targets``: ``(batch, seq)`` long tensors; ``targets == IGNORE`` is unscored."""
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+
+
+def _random_tokens(batch_size: int, seq_len: int, num_symbols: int, generator: torch.Generator | None) -> torch.Tensor:
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("seq_len", seq_len)
+    return torch.randint(num_symbols, (batch_size, seq_len), generator=generator)
+
+
+@dataclass(frozen=True)
+class ReverseTask:
+    """Encoder task: output the input sequence reversed."""
+
+    num_symbols: int = 16
+    causal: bool = False
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_symbols
+
+    @property
+    def num_outputs(self) -> int:
+        return self.num_symbols
+
+    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        x = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
+        return Batch(x, x.flip(1))
+
+
+@dataclass(frozen=True)
+class SortTask:
+    """Encoder task: output the input tokens in ascending order."""
+
+    num_symbols: int = 16
+    causal: bool = False
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_symbols
+
+    @property
+    def num_outputs(self) -> int:
+        return self.num_symbols
+
+    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        x = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
+        return Batch(x, x.sort(dim=1).values)
+
+
+@dataclass(frozen=True)
+class HistogramTask:
+    """Encoder task: at each position, the number of occurrences of that position's token.
+
+    The answer does not depend on order, so a model with no position information can solve it.
+    ``max_count`` caps the output classes (counts above it are clipped to it).
+    """
+
+    num_symbols: int = 16
+    max_count: int = 32
+    causal: bool = False
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_symbols
+
+    @property
+    def num_outputs(self) -> int:
+        return self.max_count + 1
+
+    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        x = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
+        counts = (x[:, :, None] == x[:, None, :]).sum(-1).clamp(max=self.max_count)
+        return Batch(x, counts)
+
+
+@dataclass(frozen=True)
+class PositionTask:
+    """Probe task: the target at position ``p`` is ``p`` (classes ``0 ... max_len - 1``)."""
+
+    num_symbols: int = 16
+    max_len: int = 64
+    causal: bool = False
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_symbols
+
+    @property
+    def num_outputs(self) -> int:
+        return self.max_len
+
+    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        if seq_len > self.max_len:
+            raise ValueError(f"seq_len {seq_len} exceeds max_len {self.max_len}")
+        x = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
+        return Batch(x, torch.arange(seq_len).expand(batch_size, seq_len).clone())
+
+
+@dataclass(frozen=True)
+class CopyTask:
+    """Causal task: the sequence ``BOS a_1..a_n SEP a_1..a_n``; only the second copy is scored.
+
+    ``seq_len`` passed to :meth:`sample` is ``n``, the length of the copied string; the model sees
+    ``2n + 1`` tokens (the last token is only a target). Token ids: symbols ``0 ... num_symbols - 1``,
+    then ``BOS``, then ``SEP``.
+    """
+
+    num_symbols: int = 16
+    causal: bool = True
+
+    @property
+    def bos(self) -> int:
+        return self.num_symbols
+
+    @property
+    def sep(self) -> int:
+        return self.num_symbols + 1
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_symbols + 2
+
+    @property
+    def num_outputs(self) -> int:
+        return self.vocab_size
+
+    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        a = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
+        bos = torch.full((batch_size, 1), self.bos)
+        sep = torch.full((batch_size, 1), self.sep)
+        full = torch.cat([bos, a, sep, a], dim=1)  # (batch, 2n + 2)
+        inputs, targets = full[:, :-1], full[:, 1:].clone()
+        targets[:, : seq_len + 1] = IGNORE  # score only predictions of the second copy
+        return Batch(inputs, targets)
+
+
+@dataclass(frozen=True)
+class MarkovTask:
+    """Causal language modelling of a random sparse Markov chain with a known entropy rate.
+
+    The next token depends on the previous ``order`` tokens (1 or 2) through a fixed transition table
+    whose rows each allow ``branching`` next tokens with probabilities drawn uniformly from the simplex
+    (Dirichlet(1, ..., 1)).
+    Sequences start in the stationary distribution, so every position has the same conditional
+    entropy once ``order`` tokens of context exist: the **entropy rate** ``H`` (nats/token), the lowest
+    loss any model can reach there. With ``bos=True`` every sequence starts with a ``BOS`` token
+    (id ``vocab_size - 1``) that is never a target.
+
+    An order-2 chain forces the model to find the *previous* token, which takes position
+    information (or a causal mask plus a BOS anchor).
+    """
+
+    num_symbols: int = 16
+    order: int = 2
+    branching: int = 3
+    seed: int = 0
+    bos: bool = True
+    causal: bool = True
+    transition: torch.Tensor = field(init=False, repr=False, compare=False)
+    stationary: torch.Tensor = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_positive_int("num_symbols", self.num_symbols)
+        if self.order not in (1, 2):
+            raise ValueError(f"order must be 1 or 2, got {self.order}")
+        if not 1 <= self.branching <= self.num_symbols:
+            raise ValueError(f"branching must be in 1 ... num_symbols, got {self.branching}")
+        g = torch.Generator().manual_seed(self.seed)
+        states = self.num_symbols**self.order
+        table = torch.zeros(states, self.num_symbols, dtype=torch.float64)
+        for s in range(states):
+            support = torch.randperm(self.num_symbols, generator=g)[: self.branching]
+            # Dirichlet(1) = normalised Exponential(1) draws, i.e. -log(uniform)
+            weights = -torch.log1p(-torch.rand(self.branching, generator=g, dtype=torch.float64))
+            table[s, support] = weights / weights.sum()
+        object.__setattr__(self, "transition", table)
+        object.__setattr__(self, "stationary", self._stationary(table))
+
+    def _state_matrix(self, table: torch.Tensor) -> torch.Tensor:
+        """Transition matrix over states (contexts): ``(V**order, V**order)``."""
+        v = self.num_symbols
+        if self.order == 1:
+            return table
+        states = v * v
+        m = torch.zeros(states, states, dtype=torch.float64)
+        for s in range(states):
+            b = s % v  # state (a, b) -> (b, c)
+            m[s, b * v : (b + 1) * v] = table[s]
+        return m
+
+    def _stationary(self, table: torch.Tensor) -> torch.Tensor:
+        m = self._state_matrix(table)
+        pi = torch.full((m.shape[0],), 1.0 / m.shape[0], dtype=torch.float64)
+        for _ in range(5000):  # power iteration with lazy steps (aperiodicity)
+            new = 0.5 * pi + 0.5 * (pi @ m)
+            if (new - pi).abs().max() < 1e-15:
+                pi = new
+                break
+            pi = new
+        return pi / pi.sum()
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_symbols + (1 if self.bos else 0)
+
+    @property
+    def num_outputs(self) -> int:
+        return self.num_symbols
+
+    @property
+    def entropy_rate(self) -> float:
+        """``H = sum_s pi(s) H(P(. | s))`` in nats per token."""
+        p = self.transition
+        row_entropy = -(torch.where(p > 0, p * p.log(), torch.zeros_like(p))).sum(-1)
+        return float((self.stationary * row_entropy).sum())
+
+    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        """``seq_len`` symbols per sequence (plus BOS if enabled); next-token targets."""
+        check_positive_int("batch_size", batch_size)
+        seq_len = check_positive_int("seq_len", seq_len)
+        v = self.num_symbols
+        state = torch.multinomial(self.stationary, batch_size, replacement=True, generator=generator)
+        if self.order == 1:
+            first = [state]
+        else:
+            first = [state // v, state % v]
+        tokens = first[:seq_len]
+        while len(tokens) < seq_len + 1:
+            context = tokens[-1] if self.order == 1 else tokens[-2] * v + tokens[-1]
+            tokens.append(torch.multinomial(self.transition[context], 1, generator=generator).squeeze(1))
+        seq = torch.stack(tokens[: seq_len + 1], dim=1)  # (batch, seq_len + 1)
+        if self.bos:
+            bos = torch.full((batch_size, 1), v)
+            inputs = torch.cat([bos, seq[:, :seq_len]], dim=1)  # BOS x_0 ... x_{L-1}
+            targets = seq[:, : seq_len + 1]  # x_0 ... x_L
+            return Batch(inputs, targets)
+        return Batch(seq[:, :seq_len], seq[:, 1 : seq_len + 1])
+
+    def loss_floor_by_position(self, seq_len: int) -> torch.Tensor:
+        """The best achievable loss at each target position (length ``seq_len + 1`` with BOS)."""
+        v = self.num_symbols
+        h = self.entropy_rate
+        pi = self.stationary
+        if self.order == 1:
+            marginal = pi
+        else:
+            marginal = pi.view(v, v).sum(1)
+        h0 = float(-(marginal[marginal > 0] * marginal[marginal > 0].log()).sum())
+        if self.order == 2:
+            pair = pi.view(v, v)
+            h_pair = float(-(pair[pair > 0] * pair[pair > 0].log()).sum())
+            h1 = h_pair - h0  # H(x1 | x0)
+            floors = [h0, h1]
+        else:
+            floors = [h0]
+        n = seq_len + 1 if self.bos else seq_len
+        if not self.bos:
+            floors = floors[1:]
+        floors = (floors + [h] * n)[:n]
+        return torch.tensor(floors, dtype=torch.float64)
+

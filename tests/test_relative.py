@@ -1,0 +1,183 @@
+"""Shaw et al. relative positions, T5 buckets and ALiBi."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_pe import (
+    ShawRelativePositions,
+    T5RelativeBias,
+    alibi_bias,
+    alibi_slopes,
+    attention,
+    shaw_attention,
+    shaw_relative_positions,
+    t5_relative_position_bucket,
+)
+
+# ----------------------------------------------------------------------------- Shaw
+
+
+def test_shaw_indices_are_clipped_key_minus_query():
+    idx = shaw_relative_positions(4, 4, 2)
+    expected = torch.tensor([[2, 3, 4, 4], [1, 2, 3, 4], [0, 1, 2, 3], [0, 0, 1, 2]])
+    assert torch.equal(idx, expected)
+    assert idx.dtype == torch.long
+
+
+def test_shaw_attention_matches_naive_loops():
+    g = torch.Generator().manual_seed(0)
+    b, h, s, d, k = 2, 3, 6, 4, 2
+    q, kk, v = (torch.randn(b, h, s, d, generator=g, dtype=torch.float64) for _ in range(3))
+    rk, rv = torch.randn(2 * k + 1, d, generator=g, dtype=torch.float64), torch.randn(2 * k + 1, d, generator=g, dtype=torch.float64)
+    out = shaw_attention(q, kk, v, rk, rv, max_distance=k)
+    expected = torch.zeros_like(out)
+    for i in range(s):
+        logits = torch.stack(
+            [(q[:, :, i] * (kk[:, :, j] + rk[max(-k, min(k, j - i)) + k])).sum(-1) for j in range(s)], dim=-1
+        ) / math.sqrt(d)
+        w = logits.softmax(-1)
+        for j in range(s):
+            expected[:, :, i] += w[..., j, None] * (v[:, :, j] + rv[max(-k, min(k, j - i)) + k])
+    torch.testing.assert_close(out, expected)
+
+
+def test_negative_index_pitfall_is_real():
+    table = torch.arange(5)  # distances -2 ... 2 stored at 0 ... 4
+    assert int(table[-1]) == 4  # distance -1 used raw would read the +2 row
+    assert int(table[shaw_relative_positions(2, 2, 2)[1, 0]]) == 1  # the shifted index reads row "-1"
+
+
+def test_shaw_module_shapes_and_errors():
+    module = ShawRelativePositions(8, 3)
+    q = torch.randn(1, 2, 5, 8)
+    out, w = module(q, q, q, return_weights=True)
+    assert out.shape == (1, 2, 5, 8) and w.shape == (1, 2, 5, 5)
+    with pytest.raises(ValueError, match="rel_keys"):
+        shaw_attention(q, q, q, torch.zeros(3, 8), None, max_distance=3)
+
+
+# ----------------------------------------------------------------------------- T5
+
+
+def t5_reference(rel: int, bidirectional: bool, num_buckets: int, max_distance: int) -> int:
+    """T5's bucket function, written out for one integer (float32 log as in T5)."""
+    import numpy as np
+
+    ret, n = 0, -rel
+    if bidirectional:
+        num_buckets //= 2
+        ret += num_buckets if n < 0 else 0
+        n = abs(n)
+    else:
+        n = max(n, 0)
+    max_exact = num_buckets // 2
+    if n < max_exact:
+        return ret + n
+    val = max_exact + int(
+        np.float32(np.log(np.float32(n) / np.float32(max_exact)))
+        / np.float32(math.log(max_distance / max_exact))
+        * np.float32(num_buckets - max_exact)
+    )
+    return ret + min(val, num_buckets - 1)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (16, 64), (8, 20)])
+def test_t5_buckets_match_reference(bidirectional, num_buckets, max_distance):
+    rel = torch.arange(-300, 301)
+    got = t5_relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    expected = [t5_reference(int(r), bidirectional, num_buckets, max_distance) for r in rel]
+    assert got.tolist() == expected
+
+
+def test_t5_known_values():
+    b = lambda r: int(t5_relative_position_bucket(torch.tensor(r)))  # noqa: E731
+    assert [b(0), b(-1), b(-7), b(-8), b(1), b(7)] == [0, 1, 7, 8, 17, 23]
+    assert b(-128) == b(-10_000) == 15 and b(10_000) == 31
+
+
+@given(st.integers(0, 2000), st.integers(0, 2000))
+def test_t5_monotone_in_distance_and_saturates(a, b):
+    lo, hi = sorted((a, b))
+    for sign in (1, -1):
+        bl = t5_relative_position_bucket(torch.tensor(sign * lo))
+        bh = t5_relative_position_bucket(torch.tensor(sign * hi))
+        assert int(bl) <= int(bh)
+    if lo >= 128:
+        assert int(t5_relative_position_bucket(torch.tensor(-lo))) == 15
+
+
+def test_t5_causal_future_collapses_to_zero():
+    got = t5_relative_position_bucket(torch.arange(1, 50), bidirectional=False)
+    assert torch.equal(got, torch.zeros(49, dtype=torch.long))
+
+
+def test_t5_errors():
+    with pytest.raises(ValueError, match="even"):
+        t5_relative_position_bucket(torch.tensor([1]), num_buckets=31)
+    with pytest.raises(TypeError, match="integer"):
+        t5_relative_position_bucket(torch.tensor([1.0]))
+    with pytest.raises(ValueError, match="max_distance"):
+        t5_relative_position_bucket(torch.tensor([1]), num_buckets=32, max_distance=4)
+
+
+def test_t5_bias_module():
+    module = T5RelativeBias(4)
+    bias = module(5, 5)
+    assert bias.shape == (1, 4, 5, 5)
+    # constant along diagonals: depends on key - query only
+    assert torch.equal(bias[0, :, 1:, 1:], bias[0, :, :-1, :-1])
+
+
+# ----------------------------------------------------------------------------- ALiBi
+
+
+def test_alibi_slopes_power_of_two():
+    assert alibi_slopes(8, dtype=torch.float64).tolist() == [2.0 ** -(k + 1) for k in range(8)]
+    s4 = alibi_slopes(4, dtype=torch.float64)
+    torch.testing.assert_close(s4, torch.tensor([2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8], dtype=torch.float64))
+
+
+def test_alibi_slopes_not_power_of_two():
+    # 12 heads: the 8 slopes of n=8, then slopes 0, 2, 4, 6 of n=16 (2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5)
+    got = alibi_slopes(12, dtype=torch.float64).tolist()
+    expected = [2.0 ** -(k + 1) for k in range(8)] + [2.0 ** -(0.5 + k) for k in range(4)]
+    assert got == pytest.approx(expected, abs=1e-15)
+    assert len(alibi_slopes(6)) == 6 and len(alibi_slopes(1)) == 1
+
+
+@given(st.integers(1, 64))
+def test_alibi_slopes_positive_distinct(n):
+    s = alibi_slopes(n, dtype=torch.float64)
+    assert s.shape == (n,) and bool((s > 0).all()) and len(set(s.tolist())) == n
+
+
+def test_alibi_bias_values():
+    bias = alibi_bias(2, 3, 3, dtype=torch.float64)[0]
+    m = alibi_slopes(2, dtype=torch.float64)
+    assert bias[0, 2, 0] == -2 * m[0] and bias[1, 1, 0] == -m[1]
+    assert torch.isinf(bias[0, 0, 1])
+    sym = alibi_bias(2, 3, 3, causal=False, dtype=torch.float64)[0]
+    assert sym[0, 0, 2] == sym[0, 2, 0] == -2 * m[0]
+
+
+@given(st.integers(1, 16), st.integers(1, 24))
+def test_row_constant_offset_does_not_change_softmax(heads, seq):
+    g = torch.Generator().manual_seed(heads * 100 + seq)
+    q, k, v = (torch.randn(1, heads, seq, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    bias = alibi_bias(heads, seq, seq, dtype=torch.float64)
+    key_only = alibi_slopes(heads, dtype=torch.float64)[:, None, None] * torch.arange(seq, dtype=torch.float64)
+    _, w1 = attention(q, k, v, bias=bias)
+    _, w2 = attention(q, k, v, bias=key_only.unsqueeze(0), causal=True)
+    torch.testing.assert_close(w1, w2)
+
+
+def test_alibi_errors():
+    with pytest.raises(ValueError, match="num_heads"):
+        alibi_slopes(0)
+    with pytest.raises(ValueError, match="q_len"):
+        alibi_bias(2, 5, 3)

@@ -1,0 +1,210 @@
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_pe import (
+    DynamicNTKScaling,
+    RotaryEmbedding,
+    YaRNScaling,
+    apply_rope,
+    half_to_interleaved,
+    interleaved_to_half,
+    permute_qk_weights,
+    rope_frequencies,
+)
+
+dims = st.integers(1, 24).map(lambda n: 2 * n)
+layouts = st.sampled_from(["interleaved", "half"])
+
+
+def reference_rope(x: torch.Tensor, positions: list[int], layout: str, base: float = 10000.0) -> torch.Tensor:
+    """Pair by pair, with Python floats (float64 throughout)."""
+    seq, d = x.shape
+    h = d // 2
+    out = torch.empty_like(x, dtype=torch.float64)
+    for s in range(seq):
+        for i in range(h):
+            theta = base ** (-2 * i / d)
+            angle = positions[s] * theta
+            a_idx, b_idx = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + h)
+            a, b = float(x[s, a_idx]), float(x[s, b_idx])
+            out[s, a_idx] = a * math.cos(angle) - b * math.sin(angle)
+            out[s, b_idx] = a * math.sin(angle) + b * math.cos(angle)
+    return out
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_matches_pairwise_reference(layout):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(7, 10, generator=g, dtype=torch.float64)
+    positions = [0, 1, 2, 5, 100, 4095, 70000]
+    got = apply_rope(x, torch.tensor(positions), layout=layout)
+    # angles up to 7e4 rad: float64 spacing there is 1.5e-11, so agreement to 1e-10 is exact arithmetic
+    torch.testing.assert_close(got, reference_rope(x, positions, layout), rtol=0, atol=1e-10)
+
+
+def test_rotation_direction_counter_clockwise():
+    x = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    out = apply_rope(x, torch.tensor([1]))  # theta_0 = 1 rad
+    torch.testing.assert_close(out, torch.tensor([[math.cos(1.0), math.sin(1.0)]], dtype=torch.float64))
+
+
+@given(d=dims, m=st.integers(0, 5000), n=st.integers(0, 5000), layout=layouts, seed=st.integers(0, 10**6))
+def test_relative_property(d, m, n, layout, seed):
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, 1, d, generator=g, dtype=torch.float64)
+    lhs = (apply_rope(q, torch.tensor([m]), layout=layout) * apply_rope(k, torch.tensor([n]), layout=layout)).sum()
+    rhs = (apply_rope(q, torch.tensor([m - n]), layout=layout) * k).sum()
+    assert float(lhs) == pytest.approx(float(rhs), abs=1e-9)
+
+
+@given(d=dims, p=st.integers(0, 10**6), layout=layouts, seed=st.integers(0, 10**6))
+def test_norm_preserved(d, p, layout, seed):
+    x = torch.randn(1, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    out = apply_rope(x, torch.tensor([p]), layout=layout)
+    assert float(out.norm()) == pytest.approx(float(x.norm()), rel=1e-12)
+
+
+@given(d=dims, layout=layouts, seed=st.integers(0, 10**6))
+def test_position_zero_is_identity(d, layout, seed):
+    x = torch.randn(3, 1, d, generator=torch.Generator().manual_seed(seed))
+    assert torch.equal(apply_rope(x, torch.zeros(1, dtype=torch.long), layout=layout), x)
+
+
+@given(d=dims, seed=st.integers(0, 10**6))
+def test_layouts_agree_up_to_permutation(d, seed):
+    x = torch.randn(2, 5, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    a = interleaved_to_half(apply_rope(x, layout="interleaved"))
+    b = apply_rope(interleaved_to_half(x), layout="half")
+    torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    assert torch.equal(half_to_interleaved(interleaved_to_half(x)), x)
+
+
+def test_weight_permutation_gives_identical_scores():
+    torch.manual_seed(0)
+    heads, hd, d_model, seq = 2, 8, 16, 6
+    wq, wk = torch.randn(heads * hd, d_model, dtype=torch.float64), torch.randn(heads * hd, d_model, dtype=torch.float64)
+    x = torch.randn(seq, d_model, dtype=torch.float64)
+
+    def scores(wq, wk, layout):
+        q = (x @ wq.T).view(seq, heads, hd).transpose(0, 1)
+        k = (x @ wk.T).view(seq, heads, hd).transpose(0, 1)
+        return apply_rope(q, layout=layout) @ apply_rope(k, layout=layout).transpose(-1, -2)
+
+    s_inter = scores(wq, wk, "interleaved")
+    s_half = scores(permute_qk_weights(wq, heads), permute_qk_weights(wk, heads), "half")
+    torch.testing.assert_close(s_inter, s_half, rtol=0, atol=1e-10)
+    assert not torch.allclose(s_inter, scores(wq, wk, "half"))  # without the permutation they differ
+    back = permute_qk_weights(permute_qk_weights(wq, heads), heads, to="interleaved")
+    assert torch.equal(back, wq)
+
+
+def test_per_sequence_positions():
+    x = torch.randn(2, 3, 4, 8)
+    pos = torch.tensor([[0, 1, 2, 3], [10, 11, 12, 13]])
+    out = apply_rope(x, pos)
+    torch.testing.assert_close(out[1], apply_rope(x[1], pos[1]))
+    torch.testing.assert_close(out[0], apply_rope(x[0]))
+
+
+def test_dtype_device_and_bfloat16_positions():
+    x = torch.randn(1, 1, 4096, 8).to(torch.bfloat16)
+    out = apply_rope(x)
+    assert out.dtype == torch.bfloat16
+    # position 4095 must be rotated by 4095 * theta, not by bfloat16(4095) = 4096
+    assert float(torch.tensor(4095.0, dtype=torch.bfloat16)) == 4096.0
+    exact = apply_rope(x[..., 4095:, :].double(), torch.tensor([4095]))
+    wrong = apply_rope(x[..., 4095:, :].double(), torch.tensor([4096]))
+    err_exact = (out[..., 4095:, :].double() - exact).abs().max()
+    err_wrong = (out[..., 4095:, :].double() - wrong).abs().max()
+    assert err_exact < 0.02 < err_wrong
+    with pytest.raises(TypeError, match="bfloat16"):
+        apply_rope(x, torch.arange(4096).to(torch.bfloat16))
+
+
+def test_partial_rotary():
+    x = torch.randn(2, 5, 16)
+    out = apply_rope(x, rotary_dim=8)
+    assert torch.equal(out[..., 8:], x[..., 8:])
+    torch.testing.assert_close(out[..., :8], apply_rope(x[..., :8]))
+
+
+def test_non_contiguous_input_matches_contiguous():
+    x = torch.randn(2, 6, 4, 8).transpose(1, 2)  # (2, 4, 6, 8) non-contiguous
+    torch.testing.assert_close(apply_rope(x), apply_rope(x.contiguous()))
+
+
+def test_large_input_blocks_match_reference():
+    x = torch.randn(1, 4, 3000, 64, dtype=torch.float64)
+    for layout in ("interleaved", "half"):
+        got = apply_rope(x.transpose(1, 2).contiguous().transpose(1, 2), layout=layout)  # strided path
+        torch.testing.assert_close(got, apply_rope(x.contiguous(), layout=layout))
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc,match",
+    [
+        (dict(layout="diagonal"), ValueError, "layout"),
+        (dict(positions=torch.arange(3)), ValueError, "length 3"),
+        (dict(positions=torch.zeros(2, 5, dtype=torch.long)), ValueError, r"\(batch, seq\)"),
+        (dict(inv_freq=torch.ones(3)), ValueError, "inv_freq"),
+        (dict(rotary_dim=32), ValueError, "rotary_dim"),
+    ],
+)
+def test_errors(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        apply_rope(torch.randn(5, 16), **kwargs)
+
+
+def test_odd_head_dim_is_rejected():
+    with pytest.raises(ValueError, match="even"):
+        apply_rope(torch.randn(4, 7))
+
+
+class TestRotaryEmbedding:
+    def test_matches_apply_rope(self):
+        rope = RotaryEmbedding(16, max_positions=8, layout="half")
+        x = torch.randn(2, 3, 20, 16)
+        torch.testing.assert_close(rope(x), apply_rope(x, layout="half"))
+        assert rope.cached_positions >= 20  # grew
+        assert "cos_cached" not in rope.state_dict() and "inv_freq" not in rope.state_dict()
+
+    def test_positions_and_dtype(self):
+        rope = RotaryEmbedding(8)
+        x = torch.randn(2, 1, 4, 8, dtype=torch.float64)
+        pos = torch.tensor([[3, 4, 5, 6], [0, 2, 4, 6]])
+        out = rope(x, pos)
+        assert out.dtype == torch.float64
+        torch.testing.assert_close(out, apply_rope(x, pos), atol=1e-6, rtol=0)
+
+    def test_dynamic_ntk_short_equals_unscaled_and_resets(self):
+        scaling = DynamicNTKScaling(4.0, original_max_positions=16)
+        rope = RotaryEmbedding(8, scaling=scaling, max_positions=16)
+        plain = RotaryEmbedding(8, max_positions=16)
+        short = torch.randn(1, 1, 10, 8)
+        torch.testing.assert_close(rope(short), plain(short))
+        long = torch.randn(1, 1, 40, 8)
+        inv_long, _ = rope_frequencies(8, scaling=scaling, seq_len=40)
+        torch.testing.assert_close(rope(long), apply_rope(long, inv_freq=inv_long), atol=1e-6, rtol=0)
+        assert not torch.allclose(rope(long), plain(long))
+        torch.testing.assert_close(rope(short), plain(short))  # back to the original frequencies
+
+    def test_yarn_attention_factor_scales_cos_sin(self):
+        scaling = YaRNScaling(4.0, original_max_positions=64)
+        rope = RotaryEmbedding(16, scaling=scaling)
+        x = torch.randn(1, 1, 5, 16, dtype=torch.float64)
+        inv, factor = rope_frequencies(16, scaling=scaling)
+        assert factor == pytest.approx(0.1 * math.log(4.0) + 1)
+        torch.testing.assert_close(rope(x), factor * apply_rope(x, inv_freq=inv), atol=1e-6, rtol=0)
+
+    def test_errors(self):
+        with pytest.raises(ValueError, match="even"):
+            RotaryEmbedding(7)
+        rope = RotaryEmbedding(8)
+        with pytest.raises(ValueError, match="head_dim=8"):
+            rope(torch.randn(1, 4, 6))
+        with pytest.raises(ValueError, match=">= 0"):
+            rope(torch.randn(4, 8), torch.tensor([0, 1, -1, 2]))

@@ -1,0 +1,100 @@
+import math
+
+import pytest
+import torch
+
+from course_pe import (
+    DynamicNTKScaling,
+    LinearScaling,
+    Llama3Scaling,
+    NTKScaling,
+    YaRNScaling,
+    rope_frequencies,
+    yarn_correction_range,
+)
+
+
+def theta(d, base=10000.0):
+    return torch.tensor([base ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64)
+
+
+def test_default_frequencies():
+    inv, factor = rope_frequencies(128)
+    assert inv.dtype == torch.float32 and inv.shape == (64,) and factor == 1.0
+    torch.testing.assert_close(inv.double(), theta(128), rtol=1e-7, atol=0)
+    assert inv[0] == 1.0
+
+
+def test_doubled_exponent_bug_is_different():
+    d = 64
+    buggy = 10000 ** (-2 * torch.arange(0, d, 2, dtype=torch.float64) / d)  # exponent doubled
+    inv, _ = rope_frequencies(d)
+    assert not torch.allclose(buggy, inv.double())
+    torch.testing.assert_close(buggy[: d // 4], inv.double()[0::2][: d // 4], rtol=1e-6, atol=0)
+
+
+def test_linear_and_ntk():
+    inv, _ = rope_frequencies(64, scaling=LinearScaling(4.0))
+    torch.testing.assert_close(inv.double(), theta(64) / 4, rtol=1e-7, atol=0)
+    inv, _ = rope_frequencies(64, scaling=NTKScaling(4.0))
+    torch.testing.assert_close(inv.double(), theta(64, 10000 * 4 ** (64 / 62)), rtol=1e-6, atol=0)
+    assert inv[0] == 1.0  # fastest pair unchanged
+    assert float(inv[-1]) == pytest.approx(float(theta(64)[-1]) / 4, rel=1e-6)  # slowest exactly interpolated
+
+
+def test_dynamic_ntk():
+    s = DynamicNTKScaling(2.0, original_max_positions=100)
+    for seq_len in (None, 50, 100):
+        torch.testing.assert_close(rope_frequencies(32, scaling=s, seq_len=seq_len)[0], rope_frequencies(32)[0])
+    inv, _ = rope_frequencies(32, scaling=s, seq_len=300)
+    scale = 2.0 * 300 / 100 - 1.0
+    torch.testing.assert_close(inv.double(), theta(32, 10000 * scale ** (32 / 30)), rtol=1e-6, atol=0)
+
+
+def test_yarn_against_reference():
+    d, base, L, s = 128, 10000.0, 4096, 16.0
+    inv, factor = rope_frequencies(d, base=base, scaling=YaRNScaling(s, L))
+    corr = lambda r: d * math.log(L / (r * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
+    low, high = math.floor(corr(32)), math.ceil(corr(1))
+    assert yarn_correction_range(d, base, L, 32, 1) == (low, high)
+    expected = []
+    for i, t in enumerate(theta(d, base).tolist()):
+        ramp = min(1.0, max(0.0, (i - low) / (high - low)))
+        expected.append(t / s * ramp + t * (1 - ramp))
+    torch.testing.assert_close(inv.double(), torch.tensor(expected, dtype=torch.float64), rtol=1e-6, atol=0)
+    assert factor == pytest.approx(0.1 * math.log(16) + 1)
+    assert rope_frequencies(d, scaling=YaRNScaling(s, L, attention_factor=1.0))[1] == 1.0
+
+
+def test_llama3_against_reference():
+    d, base, L = 128, 500000.0, 8192
+    inv, _ = rope_frequencies(d, base=base, scaling=Llama3Scaling(8.0, L))
+    out = []
+    for t in theta(d, base).tolist():
+        wl = 2 * math.pi / t
+        if wl < L / 4:
+            out.append(t)
+        elif wl > L / 1:
+            out.append(t / 8)
+        else:
+            sm = (L / wl - 1) / (4 - 1)
+            out.append((1 - sm) * t / 8 + sm * t)
+    torch.testing.assert_close(inv.double(), torch.tensor(out, dtype=torch.float64), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize(
+    "make,match",
+    [
+        (lambda: LinearScaling(0.5), "factor must be >= 1"),
+        (lambda: NTKScaling(-1), "factor"),
+        (lambda: YaRNScaling(4, 128, beta_fast=1, beta_slow=2), "beta_fast"),
+        (lambda: Llama3Scaling(8, 128, low_freq_factor=4, high_freq_factor=1), "high_freq_factor"),
+        (lambda: DynamicNTKScaling(2, 0), "original_max_positions"),
+        (lambda: rope_frequencies(7), "even"),
+        (lambda: rope_frequencies(8, scaling="yarn"), "unknown RoPE scaling"),
+        (lambda: rope_frequencies(8, base=1.0), "base"),
+    ],
+)
+def test_errors(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()

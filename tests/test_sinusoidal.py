@@ -1,0 +1,156 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_pe import (
+    SinusoidalPositionalEncoding,
+    shift_matrix,
+    sinusoidal_encoding,
+    sinusoidal_encoding_np,
+    sinusoidal_frequencies,
+    sinusoidal_wavelengths,
+)
+
+
+def reference(p: int, dim: int, d_model: int, base: float = 10000.0) -> float:
+    """The paper's formula, one entry at a time, in Python floats."""
+    i = dim // 2
+    angle = p / base ** (2 * i / d_model)
+    return math.sin(angle) if dim % 2 == 0 else math.cos(angle)
+
+
+def test_matches_formula_entry_by_entry():
+    table = sinusoidal_encoding_np(50, 16)
+    expected = np.array([[reference(p, k, 16) for k in range(16)] for p in range(50)])
+    np.testing.assert_allclose(table, expected, rtol=0, atol=1e-13)  # p / b**e vs p * b**-e: 1 ulp of the angle
+
+
+def test_d_model_4_worked_values():
+    # d_model = 4: pair 0 has frequency 1, pair 1 has frequency 1/100.
+    pe = sinusoidal_encoding_np(10, 4)
+    assert pe[1, 0] == pytest.approx(math.sin(1.0), abs=1e-15)  # 0.8415, not sin(0.0001)
+    assert pe[1, 1] == pytest.approx(math.cos(1.0), abs=1e-15)
+    assert pe[1, 2] == pytest.approx(math.sin(0.01), abs=1e-15)
+    assert pe[2, 2] == pytest.approx(0.019998666693333084, abs=1e-15)
+    np.testing.assert_allclose(pe[0], [0, 1, 0, 1])
+
+
+def test_torch_table_is_float64_rounded_once():
+    t32 = sinusoidal_encoding(100, 32)
+    t64 = sinusoidal_encoding(100, 32, dtype=torch.float64)
+    assert t32.dtype == torch.float32 and t64.dtype == torch.float64
+    assert torch.equal(t32, t64.to(torch.float32))
+
+
+def test_blocks_layout_is_a_permutation_of_interleaved():
+    inter = sinusoidal_encoding_np(20, 8)
+    blocks = sinusoidal_encoding_np(20, 8, layout="blocks")
+    np.testing.assert_array_equal(blocks[:, :4], inter[:, 0::2])
+    np.testing.assert_array_equal(blocks[:, 4:], inter[:, 1::2])
+
+
+def test_start_offset():
+    np.testing.assert_allclose(sinusoidal_encoding_np(5, 8, start=7), sinusoidal_encoding_np(12, 8)[7:], atol=0)
+
+
+def test_frequencies_and_longest_wavelength():
+    omega = sinusoidal_frequencies(512)
+    assert omega[0] == 1.0
+    assert np.all(np.diff(omega) < 0)
+    longest = sinusoidal_wavelengths(512).max()
+    assert longest == pytest.approx(2 * math.pi * 10000 ** (510 / 512))
+    assert longest < 2 * math.pi * 10000
+
+
+@given(
+    d_model=st.integers(1, 32).map(lambda n: 2 * n),
+    p=st.integers(0, 5000),
+    k=st.integers(-2000, 2000),
+    layout=st.sampled_from(["interleaved", "blocks"]),
+)
+def test_shift_theorem(d_model, p, k, layout):
+    if p + k < 0:
+        k = -p
+    pe = sinusoidal_encoding(p + max(k, 0) + 1, d_model, dtype=torch.float64, layout=layout)
+    m = shift_matrix(k, d_model, layout=layout)
+    torch.testing.assert_close(m @ pe[p], pe[p + k], rtol=0, atol=1e-9)
+
+
+@given(d_model=st.integers(1, 16).map(lambda n: 2 * n), k=st.integers(-100, 100))
+def test_shift_matrix_is_orthogonal_and_composes(d_model, k):
+    m = shift_matrix(k, d_model)
+    torch.testing.assert_close(m.T @ m, torch.eye(d_model, dtype=torch.float64), atol=1e-12, rtol=0)
+    torch.testing.assert_close(shift_matrix(3, d_model) @ m, shift_matrix(k + 3, d_model), atol=1e-10, rtol=0)
+
+
+@given(d_model=st.integers(1, 32).map(lambda n: 2 * n), p=st.integers(0, 10**6))
+def test_norm_squared_is_half_d(d_model, p):
+    v = sinusoidal_encoding_np(1, d_model, start=p)[0]
+    assert float(v @ v) == pytest.approx(d_model / 2, abs=1e-9)
+
+
+def test_dot_product_depends_only_on_offset():
+    pe = sinusoidal_encoding_np(300, 32)
+    for k in (0, 1, 5, 40):
+        dots = [pe[p] @ pe[p + k] for p in range(0, 250, 7)]
+        np.testing.assert_allclose(dots, dots[0], atol=1e-12)
+
+
+@pytest.mark.parametrize("d_model", [0, 3, -2, 7])
+def test_rejects_bad_width(d_model):
+    with pytest.raises(ValueError, match="d_model"):
+        sinusoidal_encoding(4, d_model)
+
+
+def test_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="layout"):
+        sinusoidal_encoding(4, 8, layout="sideways")
+    with pytest.raises(ValueError, match="num_positions"):
+        sinusoidal_encoding(0, 8)
+    with pytest.raises(ValueError, match="base"):
+        sinusoidal_encoding(4, 8, base=-1.0)
+    with pytest.raises(TypeError, match="d_model"):
+        sinusoidal_encoding(4, 8.0)
+
+
+class TestModule:
+    def test_adds_table_to_batch_first_input(self):
+        module = SinusoidalPositionalEncoding(8, max_len=16)
+        x = torch.zeros(3, 5, 8)
+        out = module(x)
+        torch.testing.assert_close(out, sinusoidal_encoding(5, 8).expand(3, 5, 8))
+
+    def test_scale_and_offset(self):
+        module = SinusoidalPositionalEncoding(4, scale_embeddings=True)
+        x = torch.ones(1, 2, 4)
+        out = module(x, offset=3)
+        torch.testing.assert_close(out[0], 2.0 + sinusoidal_encoding(2, 4, start=3))
+
+    def test_grows_for_longer_inputs(self):
+        module = SinusoidalPositionalEncoding(8, max_len=4)
+        out = module(torch.zeros(1, 10, 8))
+        torch.testing.assert_close(out[0], sinusoidal_encoding(10, 8))
+
+    def test_buffer_is_not_persistent_and_follows_dtype(self):
+        module = SinusoidalPositionalEncoding(8)
+        assert "pe" not in module.state_dict()
+        out = module(torch.zeros(1, 3, 8, dtype=torch.float64))
+        assert out.dtype == torch.float64
+
+    def test_dropout_only_in_training(self):
+        module = SinusoidalPositionalEncoding(8, dropout=0.5)
+        x = torch.zeros(2, 6, 8)
+        torch.testing.assert_close(module.eval()(x), module.eval()(x))
+        torch.manual_seed(0)
+        assert not torch.equal(module.train()(x), module.eval()(x))
+
+    def test_rejects_sequence_first_and_wrong_width(self):
+        module = SinusoidalPositionalEncoding(8)
+        with pytest.raises(ValueError, match="batch-first"):
+            module(torch.zeros(5, 8))
+        with pytest.raises(ValueError, match="last dimension 8"):
+            module(torch.zeros(2, 5, 6))

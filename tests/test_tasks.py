@@ -1,0 +1,69 @@
+import math
+
+import pytest
+import torch
+
+from course_pe import IGNORE, CopyTask, HistogramTask, MarkovTask, PositionTask, ReverseTask, SortTask, make_generator
+
+
+def test_reverse_sort_histogram_position():
+    g = make_generator(0)
+    b = ReverseTask(8).sample(4, 6, g)
+    assert torch.equal(b.targets, b.inputs.flip(1))
+    b = SortTask(8).sample(4, 6, g)
+    assert torch.equal(b.targets, b.inputs.sort(1).values)
+    b = HistogramTask(8).sample(4, 6, g)
+    for row_x, row_t in zip(b.inputs.tolist(), b.targets.tolist()):
+        assert row_t == [row_x.count(t) for t in row_x]
+    b = PositionTask(8, max_len=10).sample(2, 6, g)
+    assert b.targets[1].tolist() == list(range(6))
+    with pytest.raises(ValueError, match="max_len"):
+        PositionTask(8, max_len=4).sample(1, 6, g)
+
+
+def test_copy_layout():
+    task = CopyTask(5)
+    b = task.sample(2, 4, make_generator(0))
+    assert b.inputs.shape == (2, 9) and b.targets.shape == (2, 9)
+    assert (b.inputs[:, 0] == task.bos).all() and (b.inputs[:, 5] == task.sep).all()
+    assert (b.targets[:, :5] == IGNORE).all()
+    assert torch.equal(b.targets[:, 5:], b.inputs[:, 1:5])
+
+
+def test_same_seed_same_data():
+    t = MarkovTask(8)
+    a = t.sample(3, 20, make_generator(7))
+    b = t.sample(3, 20, make_generator(7))
+    assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
+
+
+def test_markov_entropy_rate_matches_empirical():
+    task = MarkovTask(num_symbols=6, order=2, branching=3, seed=3)
+    assert torch.allclose(task.transition.sum(1), torch.ones(36, dtype=torch.float64))
+    batch = task.sample(4000, 30, make_generator(1))
+    x = batch.targets  # x_0 ... x_30
+    prev2, prev1, nxt = x[:, :-2], x[:, 1:-1], x[:, 2:]
+    p = task.transition[prev2 * 6 + prev1, nxt]
+    assert bool((p > 0).all())  # every observed transition is allowed
+    empirical = float(-p.log().mean())
+    assert empirical == pytest.approx(task.entropy_rate, abs=0.02)
+    assert 0 < task.entropy_rate < math.log(3)
+    floors = task.loss_floor_by_position(30)
+    assert floors.shape == (31,) and float(floors[5]) == pytest.approx(task.entropy_rate)
+    assert float(floors[0]) > float(floors[1]) > float(floors[2])
+
+
+def test_markov_bos_layout():
+    task = MarkovTask(5, bos=True)
+    b = task.sample(2, 7, make_generator(0))
+    assert b.inputs.shape == (2, 8) and (b.inputs[:, 0] == 5).all()
+    assert torch.equal(b.inputs[:, 1:], b.targets[:, :-1])
+    nb = MarkovTask(5, bos=False).sample(2, 7, make_generator(0))
+    assert nb.inputs.shape == (2, 7)
+
+
+def test_markov_errors():
+    with pytest.raises(ValueError, match="order"):
+        MarkovTask(order=3)
+    with pytest.raises(ValueError, match="branching"):
+        MarkovTask(4, branching=5)
