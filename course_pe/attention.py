@@ -3,15 +3,15 @@
 One module, :class:`MultiHeadAttention`, covers every way the course injects position *inside*
 attention:
 
-==========  ====================================================================================
-``"none"``  plain scaled dot-product attention (absolute encodings, if any, were added to the
-            input by the model)
-``"rope"``  queries and keys rotated by :class:`~course_pe.RotaryEmbedding` (either layout, any
-            scaling)
-``"shaw"``  Shaw et al. relative key and value embeddings (:mod:`course_pe.shaw`)
-``"t5"``    T5 bucketed scalar bias per head (:mod:`course_pe.t5`)
-``"alibi"`` ALiBi linear distance penalty (:mod:`course_pe.alibi`)
-==========  ====================================================================================
+===========  ===================================================================================
+``"none"``   plain scaled dot-product attention (absolute encodings, if any, were added to the
+             input by the model)
+``"rope"``   queries and keys rotated by :class:`~course_pe.rope.RotaryEmbedding` (either layout,
+             any scaling)
+``"shaw"``   Shaw et al. relative key and value embeddings (:mod:`course_pe.shaw`)
+``"t5"``     T5 bucketed scalar bias per head (:mod:`course_pe.t5`)
+``"alibi"``  ALiBi linear distance penalty (:mod:`course_pe.alibi`)
+===========  ===================================================================================
 
 Shapes: inputs are batch-first ``(batch, seq, d_model)``; internally heads are
 ``(batch, heads, seq, head_dim)``; attention weights are ``(batch, heads, q_len, k_len)``.
@@ -97,12 +97,12 @@ class MultiHeadAttention(nn.Module):
         causal: mask future keys (decoder self-attention).
         dropout: dropout on the attention weights (training only).
         rope_base, rope_layout, rope_scaling, rope_max_positions: passed to
-            :class:`~course_pe.RotaryEmbedding`.
+            :class:`~course_pe.rope.RotaryEmbedding`.
         shaw_max_distance: clipping distance ``K`` of Shaw et al.
         t5_num_buckets, t5_max_distance: T5 bucket parameters.
 
     ``forward(x, positions=None, mask=None, return_weights=False)``: ``x`` is
-    ``(batch, seq, d_model)``; ``positions`` (RoPE only) as in :func:`~course_pe.apply_rope`;
+    ``(batch, seq, d_model)``; ``positions`` (RoPE only) as in :func:`~course_pe.rope.apply_rope`;
     ``mask`` boolean broadcastable to ``(batch, heads, seq, seq)``. Returns ``(batch, seq, d_model)``
     and, if asked, the weights ``(batch, heads, seq, seq)``.
     """

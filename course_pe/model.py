@@ -81,7 +81,7 @@ class TinyTransformer(nn.Module):
         num_outputs: size of the output head (default ``vocab_size``).
         scale_embeddings: multiply token embeddings by ``sqrt(d_model)`` (Vaswani et al.).
         dropout: dropout rate (0 in the course's experiments).
-        rope_*, shaw_max_distance, t5_*: passed to :class:`~course_pe.MultiHeadAttention`.
+        rope_*, shaw_max_distance, t5_*: passed to :class:`~course_pe.attention.MultiHeadAttention`.
     """
 
     def __init__(

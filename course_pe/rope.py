@@ -179,7 +179,7 @@ def apply_rope(
         positions: ``None`` (``0 ... seq - 1``), a ``(seq,)`` tensor, or ``(batch, seq)`` (one row per
             sequence) when ``x`` is ``(batch, heads, seq, head_dim)``. Integer or float32/64.
         inv_freq: ``(rotary_dim // 2,)`` frequencies; default ``base ** (-2i / rotary_dim)``
-            (see :func:`course_pe.rope_frequencies` for scaled ones).
+            (see :func:`~course_pe.rope_scaling.rope_frequencies` for scaled ones).
         base: used only when ``inv_freq`` is None.
         layout: ``"interleaved"`` (pairs ``2i, 2i+1``) or ``"half"`` (pairs ``i, i + rotary_dim/2``).
         rotary_dim: rotate only the first ``rotary_dim`` dimensions ("partial rotary", as in GPT-NeoX
@@ -280,7 +280,7 @@ class RotaryEmbedding(nn.Module):
     held in non-persistent buffers (recomputable, so not saved in ``state_dict``); it grows when a
     larger position is requested and is rebuilt on the input's device if the module was not moved.
 
-    With :class:`~course_pe.DynamicNTKScaling` the frequencies depend on the current length: an input
+    With :class:`~course_pe.rope_scaling.DynamicNTKScaling` the frequencies depend on the current length: an input
     longer than ``original_max_positions`` gets stretched frequencies, and a later short input gets
     the original ones back.
 

@@ -260,7 +260,7 @@ def rope_frequencies(
         scaling: ``None`` or one of the scaling dataclasses of this module.
         seq_len: current sequence length; only :class:`DynamicNTKScaling` uses it.
         dtype: dtype of the returned frequencies. The default float32 matches what checkpoints and
-            other libraries store; :func:`~course_pe.apply_rope` uses float64, because at position
+            other libraries store; :func:`~course_pe.rope.apply_rope` uses float64, because at position
             ``p`` a float32 rounding of ``theta_i`` shifts the angle by up to ``p * theta_i * 2**-24``.
 
     Returns:

@@ -3,7 +3,7 @@
 Every task draws its data from a ``torch.Generator`` passed by the caller, so data never depends
 on how many random numbers the model's initialisation consumed. ``sample`` returns a
 :class:`Batch` of ``inputs`` and ``targets``, both ``(batch, seq)`` long tensors; targets equal to
-:data:`IGNORE` are not scored.
+``IGNORE`` are not scored.
 
 ==============  =====================================================  ==========================
 task            target at position ``p``                                needs position?
@@ -146,7 +146,7 @@ class PositionTask:
 class CopyTask:
     """Causal task: the sequence ``BOS a_1..a_n SEP a_1..a_n``; only the second copy is scored.
 
-    ``seq_len`` passed to :meth:`sample` is ``n``, the length of the copied string; the model sees
+    ``seq_len`` passed to ``sample`` is ``n``, the length of the copied string; the model sees
     ``2n + 1`` tokens (the last token is only a target). Token ids: symbols ``0 ... num_symbols - 1``,
     then ``BOS``, then ``SEP``.
     """
