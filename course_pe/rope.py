@@ -25,6 +25,7 @@ result cast back to the input's dtype.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Literal
 
@@ -101,6 +102,16 @@ def rope_cos_sin(
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
     return cos.to(dtype), sin.to(dtype)
+
+
+@functools.lru_cache(maxsize=16)
+def _default_cos_sin(
+    seq: int, rotary_dim: int, base: float, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin for positions ``0 ... seq - 1`` and default frequencies (read-only, shared)."""
+    inv_freq, _ = rope_frequencies(rotary_dim, base=base, dtype=torch.float64)
+    positions = torch.arange(seq, device=device, dtype=torch.float64)
+    return rope_cos_sin(positions, inv_freq, dtype=dtype)
 
 
 def rotate_with_cos_sin(
@@ -198,12 +209,17 @@ def apply_rope(
         rotary_dim = check_even("rotary_dim", rotary_dim)
         if rotary_dim > head_dim:
             raise ValueError(f"rotary_dim ({rotary_dim}) exceeds head_dim ({head_dim})")
-    if inv_freq is None:
-        inv_freq, _ = rope_frequencies(rotary_dim, base=base, dtype=torch.float64)
-    elif inv_freq.shape != (rotary_dim // 2,):
+    table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    if inv_freq is not None and inv_freq.shape != (rotary_dim // 2,):
         raise ValueError(f"inv_freq must have shape ({rotary_dim // 2},), got {tuple(inv_freq.shape)}")
-    pos = _resolve_positions(x, positions)
-    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+    if positions is None and inv_freq is None:
+        # the common case: positions 0 ... seq-1 and default frequencies; tables are cached
+        cos, sin = _default_cos_sin(x.shape[-2], rotary_dim, float(base), x.device, table_dtype)
+    else:
+        if inv_freq is None:
+            inv_freq, _ = rope_frequencies(rotary_dim, base=base, dtype=torch.float64)
+        pos = _resolve_positions(x, positions)
+        cos, sin = rope_cos_sin(pos, inv_freq, dtype=table_dtype)
     if rotary_dim == head_dim:
         return rotate_with_cos_sin(x, cos, sin, layout=layout)
     rotated = rotate_with_cos_sin(x[..., :rotary_dim], cos, sin, layout=layout)
