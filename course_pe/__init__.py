@@ -14,6 +14,7 @@ Modules (one concern each):
 Conventions: sequences are batch-first; attention tensors are ``(batch, heads, seq, head_dim)``.
 """
 
+from . import exercises
 from .alibi import alibi_bias, alibi_slopes
 from .attention import ATTENTION_POSITIONS, MultiHeadAttention, attention, causal_mask
 from .learned import LearnedPositionalEmbedding
@@ -73,6 +74,7 @@ from .training import PositionReport, TrainConfig, TrainResult, evaluate_by_posi
 __version__ = "0.1.0"
 
 __all__ = [
+    "exercises",
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",

@@ -1,0 +1,145 @@
+"""Reference solutions pass, stubs fail helpfully, and the classic mistakes are named."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import course_pe as cpe
+from course_pe.exercises import EXERCISES, check
+
+# ----------------------------------------------------------------------------- reference solutions (written here)
+
+
+def sinusoidal_table(n, d):
+    p = torch.arange(n, dtype=torch.float64)[:, None]
+    w = 10000 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    t = torch.zeros(n, d, dtype=torch.float64)
+    t[:, 0::2], t[:, 1::2] = torch.sin(p * w), torch.cos(p * w)
+    return t
+
+
+def shift_matrix(k, d):
+    return cpe.shift_matrix(k, d)
+
+
+def add_positional_encoding(x):
+    return math.sqrt(x.shape[-1]) * x + cpe.sinusoidal_encoding(x.shape[1], x.shape[-1], dtype=x.dtype)
+
+
+def rope_rotation(x, positions):
+    return cpe.apply_rope(x, positions)
+
+
+def t5_bucket(rel, bidirectional, num_buckets, max_distance):
+    return cpe.t5_relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+
+
+def alibi_slopes(n):
+    return cpe.alibi_slopes(n, dtype=torch.float64)
+
+
+def half_to_interleaved(x):
+    return cpe.half_to_interleaved(x)
+
+
+def extrapolation_gap(losses, length):
+    return float(losses[length:].nanmean() - losses[:length].nanmean())
+
+
+REFERENCES = {f.__name__: f for f in [sinusoidal_table, shift_matrix, add_positional_encoding, rope_rotation,
+                                       t5_bucket, alibi_slopes, half_to_interleaved, extrapolation_gap]}
+
+
+@pytest.mark.parametrize("exercise_id", sorted(EXERCISES))
+def test_reference_solution_passes(exercise_id):
+    ex = EXERCISES[exercise_id]
+    report = check(exercise_id, REFERENCES[ex.function])
+    assert report.passed, str(report)
+    assert "PASSED" in str(report) and report.score == 1.0
+
+
+@pytest.mark.parametrize("exercise_id", sorted(EXERCISES))
+def test_stub_fails_with_a_helpful_message(exercise_id):
+    def stub(*args, **kwargs):
+        raise NotImplementedError
+
+    report = check(exercise_id, stub)
+    assert not report.passed and report.score == 0.0
+    assert "stub" in str(report) and "FAILED" in str(report)
+
+
+def test_crashing_solution_is_reported_not_raised():
+    report = check("sinusoidal_table", lambda n, d: 1 / 0)
+    assert not report.passed and "ZeroDivisionError" in str(report)
+
+
+def test_unknown_exercise():
+    with pytest.raises(ValueError, match="unknown exercise"):
+        check("nope", lambda: None)
+
+
+# ----------------------------------------------------------------------------- the sources' mistakes are named
+
+
+def table_variant(n, d, cos_exponent_odd=False, swapped=False):
+    p = np.arange(n)[:, None]
+    i = np.arange(d // 2)[None, :]
+    w = 10000.0 ** (-2 * i / d)
+    if swapped:
+        w = w[:, ::-1]
+    wc = 10000.0 ** (-(2 * i + 1) / d) if cos_exponent_odd else w
+    t = np.zeros((n, d))
+    t[:, 0::2], t[:, 1::2] = np.sin(p * w), np.cos(p * wc)
+    return t
+
+
+def test_odd_cosine_exponent_is_diagnosed():
+    report = check("sinusoidal_table", lambda n, d: table_variant(n, d, cos_exponent_odd=True))
+    assert not report.passed and "(2i+1)/d_model" in report.mistake
+
+
+def test_swapped_fast_slow_is_diagnosed():
+    report = check("sinusoidal_table", lambda n, d: table_variant(n, d, swapped=True))
+    assert not report.passed and "swapped" in report.mistake
+
+
+def test_doubled_rope_exponent_is_diagnosed():
+    def doubled(x, positions):
+        d = x.shape[-1]
+        inv = 10000 ** (-2 * torch.arange(0, d, 2, dtype=torch.float64) / d)  # source 004's frequencies
+        return cpe.apply_rope(x, positions, inv_freq=inv)
+
+    report = check("rope_rotation", doubled)
+    assert not report.passed and "doubled" in report.mistake
+
+
+def test_sequence_first_table_on_batch_first_input_is_diagnosed():
+    def seq_first(x):
+        b, s, d = x.shape
+        pe = cpe.sinusoidal_encoding(64, d, dtype=x.dtype).unsqueeze(0).transpose(0, 1)  # (max_len, 1, d)
+        return math.sqrt(d) * x + pe[: x.size(0), :]  # source 003's forward, with the scale
+
+    report = check("add_positional_encoding", seq_first)
+    assert not report.passed and "batch size" in report.mistake
+
+
+def test_other_named_mistakes():
+    assert "query - key" in check("t5_bucket", lambda r, b, n, m: t5_bucket(-r, b, n, m)).mistake
+    naive = lambda n: torch.tensor([2.0 ** (-8.0 * (k + 1) / n) for k in range(n)], dtype=torch.float64)  # noqa: E731
+    assert "powers of two" in check("alibi_slopes", naive).mistake
+    assert "inverse" in check("half_to_interleaved", cpe.interleaved_to_half).mistake
+    assert "transposed" in check("shift_matrix", lambda k, d: cpe.shift_matrix(-k, d)).mistake
+    assert "clockwise" in check("rope_rotation", lambda x, p: cpe.apply_rope(x, -p)).mistake
+    off = lambda t, n: float(t[n - 1 :].nanmean() - t[: n - 1].nanmean())  # noqa: E731
+    assert "off by one" in check("extrapolation_gap", off).mistake
+
+
+def test_results_are_recorded_for_the_grader(tmp_path, monkeypatch):
+    out = tmp_path / "results.jsonl"
+    monkeypatch.setenv("COURSE_PE_RESULTS", str(out))
+    check("alibi_slopes", alibi_slopes)
+    check("sinusoidal_table", lambda n, d: None)
+    lines = out.read_text().splitlines()
+    assert len(lines) == 2 and '"passed": true' in lines[0] and '"passed": false' in lines[1]
