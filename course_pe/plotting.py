@@ -100,7 +100,7 @@ def plot_dimension_curves(
     for n, d in enumerate(dims):
         ax.plot(np.arange(data.shape[0]), data[:, d], label=labels[n] if labels else f"dim {d}")
     ax.set(title=title, xlabel="position p", ylabel="value")
-    ax.legend(loc="upper right", ncol=min(4, len(dims)))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(4, len(dims)))
     return ax
 
 
