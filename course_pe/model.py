@@ -23,7 +23,7 @@ from torch import nn
 from ._validation import check_choice, check_positive_int, check_probability
 from .attention import MultiHeadAttention
 from .learned import LearnedPositionalEmbedding
-from .rope import RopeLayout
+from .rope import RopeLayout, RotaryEmbedding
 from .rope_scaling import RopeScaling
 from .sinusoidal import SinusoidalPositionalEncoding
 
@@ -169,6 +169,22 @@ class TinyTransformer(nn.Module):
         if return_details:
             return ModelOutput(logits=logits, hidden=hidden, attention=weights)
         return logits
+
+    def set_rope_scaling(self, scaling: RopeScaling | None) -> None:
+        """Replace the RoPE frequency scaling of every attention layer (for context extension).
+
+        The learned weights are untouched; only the rotation changes, as when a pretrained model is run with
+        position interpolation, NTK, YaRN or Llama 3 scaling. Raises if the model does not use RoPE.
+        """
+        if self.position != "rope":
+            raise ValueError(f"set_rope_scaling needs a RoPE model, this one uses position={self.position!r}")
+        for block in self.blocks:
+            old = block.attn.rotary
+            assert old is not None
+            block.attn.rotary = RotaryEmbedding(
+                old.head_dim, base=old.base, max_positions=old.cached_positions, scaling=scaling,
+                layout=old.layout, rotary_dim=old.rotary_dim,
+            ).to(old.inv_freq.device)
 
     def extra_repr(self) -> str:
         return f"position={self.position!r}, causal={self.causal}"

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from course_pe import MODEL_POSITIONS, TinyTransformer
+from course_pe import MODEL_POSITIONS, LinearScaling, TinyTransformer
 
 
 @pytest.mark.parametrize("position", MODEL_POSITIONS)
@@ -43,3 +43,19 @@ def test_errors():
         model(torch.zeros(1, 3))
     with pytest.raises(ValueError, match="positions can be given only"):
         model(torch.zeros(1, 3, dtype=torch.long), positions=torch.arange(3))
+
+
+def test_set_rope_scaling_changes_only_the_rotation():
+    torch.manual_seed(0)
+    model = TinyTransformer(7, d_model=16, num_heads=2, position="rope", max_positions=16).eval()
+    tokens = torch.randint(7, (1, 12))
+    before = model(tokens)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    model.set_rope_scaling(LinearScaling(2.0))
+    after = model(tokens)
+    assert not torch.allclose(before, after)
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    model.set_rope_scaling(None)
+    torch.testing.assert_close(model(tokens), before)
+    with pytest.raises(ValueError, match="RoPE model"):
+        TinyTransformer(7, d_model=16, num_heads=2).set_rope_scaling(None)
