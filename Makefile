@@ -5,6 +5,9 @@
 #   make execute  re-run every TOC notebook in place (deterministic) after an intended change
 #   make serve    serve _build/html on http://localhost:8000
 #   make lab      JupyterLab on book/ with course_pe importable
+#   make workbook student notebooks (solutions replaced by stubs) into workbook/
+#   make grade NB=submission.ipynb [STUDENT=name]   grade a submission into grades/
+#   make book-student  the HTML book without solutions, into _build/student/html
 #   make clean    remove build outputs (make distclean also removes .venv)
 #
 # The first target that needs Python creates .venv and installs requirements.txt and the package
@@ -30,7 +33,7 @@ export PYTHONNOUSERSITE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export JUPYTER_PLATFORM_DIRS := 1
 
-.PHONY: install test test-package test-notebooks book execute serve lab clean distclean
+.PHONY: install test test-package test-notebooks book book-student execute serve lab workbook grade clean distclean
 
 install: $(STAMP)
 
@@ -58,6 +61,23 @@ book: $(STAMP)
 
 execute: $(STAMP)
 	$(BIN)/python tools/book_tools.py execute $(NB)
+
+# The student edition is built from a copy of the sources in which every notebook went through the workbook
+# transformation (solutions removed, stored outputs kept except for stubs and check cells).
+STUDENT_SRC := _build/student_src
+book-student: $(STAMP)
+	rm -rf $(STUDENT_SRC) && mkdir -p $(STUDENT_SRC)
+	cp -r book _toc.yml references.bib $(STUDENT_SRC)/
+	$(BIN)/python -c "import yaml; c = yaml.safe_load(open('_config.yml')); c['title'] += ' (student edition)'; yaml.safe_dump(c, open('$(STUDENT_SRC)/_config.yml', 'w'), allow_unicode=True)"
+	$(BIN)/python -m course_pe.workbook $(NOTEBOOKS) --out $(STUDENT_SRC) --keep-outputs > /dev/null
+	$(BIN)/jupyter-book build $(STUDENT_SRC) --path-output _build/student --builder html -W -n --keep-going
+
+workbook: $(STAMP)
+	$(BIN)/python -m course_pe.workbook $(NOTEBOOKS) --out workbook
+
+grade: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make grade NB=path/to/submission.ipynb [STUDENT=name]"; exit 2; }
+	$(BIN)/python -m course_pe.grade "$(NB)" --out grades $(if $(STUDENT),--student "$(STUDENT)")
 
 serve:
 	@test -d _build/html || { echo "run 'make book' first"; exit 1; }

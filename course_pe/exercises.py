@@ -11,7 +11,7 @@ In a notebook::
     report = cpe.exercises.check_sinusoidal_table(my_table)
     print(report)
 
-Every check is registered in :data:`EXERCISES` under a stable id; the grader
+Every check is registered in ``EXERCISES`` under a stable id; the grader
 (``python -m course_pe.grade``) looks functions up by the name given there.
 """
 
@@ -206,10 +206,22 @@ def _record(report: CheckReport) -> None:
             fh.write(json.dumps(report.to_json()) + "\n")
 
 
-def check(exercise_id: str, fn: Callable[..., Any]) -> CheckReport:
-    """Run the registered check ``exercise_id`` on ``fn`` (never raises; errors become a failed report)."""
+def check(exercise_id: str, fn: Callable[..., Any] | None) -> CheckReport:
+    """Run the registered check ``exercise_id`` on ``fn`` (never raises; errors become a failed report).
+
+    ``fn=None`` (the function is not defined, e.g. its cell was deleted) gives a failed report that says so.
+    """
     if exercise_id not in EXERCISES:
         raise ValueError(f"unknown exercise {exercise_id!r}; known: {', '.join(sorted(EXERCISES))}")
+    if fn is None:
+        name = EXERCISES[exercise_id].function
+        report = CheckReport(
+            exercise_id, False, 0, 0, f"looking up `{name}`",
+            error=f"no function named `{name}` is defined (was its cell deleted, renamed or not run?)",
+            hint=f"define `{name}` with the signature given in the exercise",
+        )
+        _record(report)
+        return report
     try:
         report = EXERCISES[exercise_id].check(fn)
     except Exception:  # a bug in a check must not take the grader down

@@ -1,0 +1,162 @@
+"""Make student notebooks from the course's solution notebooks.
+
+    python -m course_pe.workbook book/part1/sinusoidal.ipynb ... --out workbook/
+    make workbook                      # every chapter in the TOC, into workbook/
+
+The chapters are the source of truth and contain the solutions. A student version differs as follows:
+
+* a code cell tagged ``solution`` becomes a stub: each function keeps its signature and docstring, and its body is
+  replaced by ``raise NotImplementedError``; other statements in the cell are dropped;
+* everything else inside a solution (the prose and cells between ``{solution-start}`` and ``{solution-end}``, and
+  ``{solution}`` directive blocks) is removed and replaced by a short "your answer" placeholder;
+* all outputs and execution counts are cleared (students run the notebook themselves);
+* the notebook's metadata records which coding exercises it contains (``course_pe.exercises``), for the grader.
+
+The exercise text, the automatic check cells (``cpe.exercises.check_...``) and the rest of the chapter stay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+from .exercises import EXERCISES
+
+__all__ = ["exercises_in", "make_student_notebook", "stub_source", "main"]
+
+SOLUTION_TAG = "solution"
+_START = re.compile(r"^```\{solution-start\}")
+_END = re.compile(r"^```\{solution-end\}")
+_BLOCK = re.compile(r"^```\{solution\}")
+_FENCE = re.compile(r"^```\s*$")
+ANSWER_PLACEHOLDER = "*Your answer here.*"
+
+
+def stub_source(source: str) -> str:
+    """Replace every top-level function in ``source`` by a stub with the same signature and docstring."""
+    tree = ast.parse(source)
+    stubs = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body: list[ast.stmt] = []
+            docstring = ast.get_docstring(node, clean=False)
+            if docstring is None:
+                described = next((ex.description for ex in EXERCISES.values() if ex.function == node.name), None)
+                if described:
+                    docstring = f"Exercise: {described}. Replace the line below with your code."
+            if docstring is not None:
+                body.append(ast.Expr(ast.Constant(docstring)))
+            message = f"implement {node.name}"
+            body.append(ast.parse(f"raise NotImplementedError({message!r})").body[0])
+            stub = copy.copy(node)
+            stub.body = body
+            stubs.append(ast.unparse(ast.fix_missing_locations(stub)))
+    if not stubs:
+        raise ValueError("a cell tagged 'solution' must define at least one function")
+    return "\n\n\n".join(stubs) + "\n"
+
+
+def exercises_in(nb: nbformat.NotebookNode) -> list[str]:
+    """IDs of registered coding exercises whose function is defined in a ``solution`` cell of ``nb``."""
+    names = {ex.function: ex.id for ex in EXERCISES.values()}
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type == "code" and SOLUTION_TAG in cell.metadata.get("tags", []):
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, ast.FunctionDef) and node.name in names and names[node.name] not in found:
+                    found.append(names[node.name])
+    return found
+
+
+def _strip_markdown(text: str, in_solution: bool) -> tuple[str, bool]:
+    """Remove solution material from one markdown cell; return the new text and the gated state."""
+    out: list[str] = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _START.match(line):
+            in_solution = True
+            i += 1
+            while i < len(lines) and not _FENCE.match(lines[i]):  # skip the start directive's options
+                i += 1
+            out.append(ANSWER_PLACEHOLDER)
+        elif _END.match(line):
+            in_solution = False
+            i += 1
+            while i < len(lines) and not _FENCE.match(lines[i]):
+                i += 1
+        elif _BLOCK.match(line):
+            i += 1
+            while i < len(lines) and not _FENCE.match(lines[i]):
+                i += 1
+            out.append(ANSWER_PLACEHOLDER)
+        elif not in_solution:
+            out.append(line)
+        i += 1
+    return "\n".join(out).strip("\n"), in_solution
+
+
+def make_student_notebook(nb: nbformat.NotebookNode, *, keep_outputs: bool = False) -> nbformat.NotebookNode:
+    """Return the student version of a solution notebook (the input is not modified).
+
+    With ``keep_outputs=True`` (for a student edition of the *book*), stored outputs are kept except those of the
+    stubs and of the automatic check cells, which would otherwise show a solution's results.
+    """
+    student = copy.deepcopy(nb)
+    cells = []
+    in_solution = False
+    for cell in student.cells:
+        if cell.cell_type == "markdown":
+            text, in_solution = _strip_markdown(cell.source, in_solution)
+            if text.strip():
+                cell.source = text
+                cells.append(cell)
+        elif cell.cell_type == "code":
+            if SOLUTION_TAG in cell.metadata.get("tags", []):
+                cell.source = stub_source(cell.source)
+                cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t != SOLUTION_TAG] + ["student"]
+            elif in_solution:
+                continue  # demonstration code that belongs to a worked solution
+            is_check = "exercises.check" in cell.source
+            if not keep_outputs or is_check or "student" in cell.metadata.get("tags", []):
+                cell.outputs = []
+                cell.execution_count = None
+            cells.append(cell)
+        else:
+            cells.append(cell)
+    student.cells = cells
+    student.metadata["course_pe"] = {"exercises": exercises_in(nb), "version": "student"}
+    return student
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="+", type=Path, help="solution notebooks")
+    parser.add_argument("--out", type=Path, default=Path("workbook"), help="output folder (default: workbook/)")
+    parser.add_argument("--root", type=Path, default=Path("."), help="paths below the output keep their place relative to this")
+    parser.add_argument("--keep-outputs", action="store_true", help="keep stored outputs (student edition of the book)")
+    args = parser.parse_args(argv)
+    for path in args.notebooks:
+        nb = nbformat.read(path, as_version=4)
+        student = make_student_notebook(nb, keep_outputs=args.keep_outputs)
+        try:
+            relative = path.resolve().relative_to(args.root.resolve())
+        except ValueError:
+            relative = Path(path.name)
+        target = args.out / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(student, target)
+        exercises = student.metadata["course_pe"]["exercises"]
+        print(f"{target}: {len(exercises)} coding exercise(s){': ' + ', '.join(exercises) if exercises else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Student notebooks: no solutions left, stubs that fail every check helpfully, exercises recorded."""
+
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_pe.exercises import EXERCISES, check
+from course_pe.workbook import exercises_in, make_student_notebook, stub_source
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import book_tools  # noqa: E402
+
+NOTEBOOKS = book_tools.toc_notebooks()
+
+
+def test_stub_keeps_signature_and_docstring():
+    stub = stub_source('def f(a, b=2):\n    """Doc."""\n    return a + b\n\nx = 3\n')
+    namespace: dict = {}
+    exec(stub, namespace)
+    assert namespace["f"].__doc__ == "Doc." and "x" not in namespace
+    with pytest.raises(NotImplementedError):
+        namespace["f"](1)
+    with pytest.raises(ValueError, match="at least one function"):
+        stub_source("x = 1\n")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_student_version_has_no_solutions_and_no_outputs(path):
+    solution = nbformat.read(path, as_version=4)
+    student = make_student_notebook(solution)
+    text = "\n".join(c.source for c in student.cells)
+    for marker in ("{solution-start}", "{solution-end}", "{solution}"):
+        assert marker not in text
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in student.cells if c.cell_type == "code")
+    assert student.metadata["course_pe"]["exercises"] == exercises_in(solution)
+    # the solution notebook itself is untouched
+    assert any(c.get("outputs") for c in solution.cells if c.cell_type == "code")
+
+
+def test_every_registered_exercise_is_in_a_chapter_and_its_stub_fails_helpfully():
+    found = {}
+    for path in NOTEBOOKS:
+        student = make_student_notebook(nbformat.read(path, as_version=4))
+        for cell in student.cells:
+            if "student" in cell.metadata.get("tags", []):
+                namespace: dict = {}
+                exec(cell.source, namespace)
+                for exercise in EXERCISES.values():
+                    if exercise.function in namespace:
+                        found[exercise.id] = namespace[exercise.function]
+    assert set(found) == set(EXERCISES), f"exercises without a chapter: {set(EXERCISES) - set(found)}"
+    for exercise_id, stub in found.items():
+        report = check(exercise_id, stub)
+        assert not report.passed and "stub" in str(report), str(report)
+
+
+def test_solution_prose_and_demo_code_are_removed():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("```{exercise}\n:label: e1\nDo it.\n```\n\n```{solution-start} e1\n:class: dropdown\n```\n\nThe secret."),
+        nbformat.v4.new_code_cell("def alibi_slopes(n):\n    return [0.5] * n", metadata={"tags": ["solution"]}),
+        nbformat.v4.new_code_cell("print('worked solution demo')"),
+        nbformat.v4.new_markdown_cell("```{solution-end}\n```\n\n```{exercise}\n:label: e2\nWhy?\n```\n\n```{solution} e2\n:class: dropdown\n\nBecause.\n```\nAfter."),
+        nbformat.v4.new_code_cell("print(cpe.exercises.check_alibi_slopes(alibi_slopes))"),
+    ])
+    student = make_student_notebook(nb)
+    text = "\n".join(c.source for c in student.cells)
+    assert "The secret." not in text and "Because." not in text and "worked solution demo" not in text
+    assert "Do it." in text and "Why?" in text and "After." in text and "check_alibi_slopes" in text
+    assert student.metadata["course_pe"]["exercises"] == ["alibi_slopes"]
