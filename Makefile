@@ -53,6 +53,7 @@ test-package: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 test-notebooks: $(STAMP)
+	@test -n "$(NOTEBOOKS)" || { echo "no notebooks found in _toc.yml"; exit 1; }
 	$(BIN)/python -m pytest -q --nbval --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=5 $(NOTEBOOKS)
 
