@@ -10,6 +10,9 @@ Modules (one concern each):
 * :mod:`course_pe.tasks`, :mod:`course_pe.training` - seeded synthetic tasks and a training loop
 * :mod:`course_pe.permutation` - equivariance checks; :mod:`course_pe.plotting` - figures
 * :mod:`course_pe.reproducibility` - seeds and threads for deterministic notebooks
+* :mod:`course_pe.exercises` - automatic checks for the coding exercises
+* :mod:`course_pe.workbook`, :mod:`course_pe.grade` - student notebooks and grading (``python -m ...``)
+* :mod:`course_pe.benchmark` - RoPE speed comparison (``python -m course_pe.benchmark``)
 
 Conventions: sequences are batch-first; attention tensors are ``(batch, heads, seq, head_dim)``.
 """
