@@ -23,11 +23,12 @@ STAMP := $(VENV)/.installed-$(PINS)
 # pip warns about every configured index folder that does not exist on this machine; hide only that.
 PIP_NOISE := /is ignored: it is neither a file nor a directory/d
 
-# Determinism: one thread everywhere (printed digits depend on it; two torch processes on two
-# cores slow each other down), fixed hash seed, no user site packages or stray kernels.
-export COURSE_PE_THREADS ?= 1
-export OMP_NUM_THREADS ?= 1
-export MKL_NUM_THREADS ?= 1
+# Determinism: a fixed thread count everywhere (printed digits depend on it; runs with the same count are
+# bit-identical), one kernel at a time (two torch processes on two cores slow each other down), fixed hash seed,
+# no user site packages.
+export COURSE_PE_THREADS ?= 2
+export OMP_NUM_THREADS ?= 2
+export MKL_NUM_THREADS ?= 2
 export PYTHONHASHSEED := 0
 export PYTHONNOUSERSITE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
