@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .t5 import t5_relative_position_bucket
+
 __all__ = [
     "EXERCISES",
     "CheckReport",
@@ -403,22 +405,6 @@ def check_rope_rotation(fn: Callable[[torch.Tensor, torch.Tensor], Any]) -> Chec
     return _run("rope_rotation", fn, cases)
 
 
-def _t5(rel: int, bidirectional: bool, num_buckets: int, max_distance: int) -> int:
-    ret, n = 0, -rel
-    if bidirectional:
-        num_buckets //= 2
-        ret += num_buckets if n < 0 else 0
-        n = abs(n)
-    else:
-        n = max(n, 0)
-    exact = num_buckets // 2
-    if n < exact:
-        return ret + n
-    large = exact + int(np.float32(np.log(np.float32(n) / np.float32(exact))) / np.float32(math.log(max_distance / exact))
-                        * np.float32(num_buckets - exact))
-    return ret + min(large, num_buckets - 1)
-
-
 @_register("t5_bucket", "t5_bucket", "relative", "T5 relative-position buckets for key - query")
 def check_t5_bucket(fn: Callable[..., Any]) -> CheckReport:
     """``fn(relative_position, bidirectional, num_buckets, max_distance)`` for a long tensor of
@@ -426,8 +412,9 @@ def check_t5_bucket(fn: Callable[..., Any]) -> CheckReport:
     cases = []
     for bidirectional, nb, md in [(True, 32, 128), (False, 32, 128), (True, 8, 20)]:
         rel = torch.arange(-200, 201)
-        expected = np.array([_t5(int(r), bidirectional, nb, md) for r in rel])
-        flipped = np.array([_t5(-int(r), bidirectional, nb, md) for r in rel])
+        # reference: the library's implementation, itself tested against an independent one (tests/test_relative.py)
+        expected = t5_relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=nb, max_distance=md).numpy()
+        flipped = t5_relative_position_bucket(-rel, bidirectional=bidirectional, num_buckets=nb, max_distance=md).numpy()
         cases.append(
             _Case(
                 f"offsets -200 ... 200, bidirectional={bidirectional}, num_buckets={nb}, max_distance={md}",
