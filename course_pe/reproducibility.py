@@ -12,7 +12,7 @@ import random
 import numpy as np
 import torch
 
-__all__ = ["make_generator", "set_determinism"]
+__all__ = ["MAX_STORED_SIGNIFICANT_DIGITS", "glue", "make_generator", "rounded", "set_determinism"]
 
 
 def set_determinism(seed: int = 0, *, threads: int | None = None) -> None:
@@ -37,3 +37,56 @@ def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gener
     g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g
+
+
+# Portability policy (README, "Changing a chapter"): a number stored in a notebook output, printed or glued, carries
+# at most this many significant digits. Another CPU, BLAS kernel or thread count changes the low-order digits of a
+# float computation; six significant digits of a float64 result are stable, and the book's text uses fewer.
+MAX_STORED_SIGNIFICANT_DIGITS = 6
+
+
+def rounded(value, digits: int | None = None, *, sig: int | None = None):
+    """``value`` rounded for storage in a notebook: to ``digits`` decimals, or to ``sig`` significant digits.
+
+    Floats (Python, NumPy or 0-d torch scalars) become Python ``float``; lists and tuples are rounded element-wise;
+    ints, bools and strings are returned unchanged. Exactly one of ``digits`` and ``sig`` must be given when the
+    value contains a float. Raises ``ValueError`` for a bad rounding request and ``TypeError`` for values that are
+    neither numbers, strings nor lists/tuples of them.
+    """
+    if digits is not None and sig is not None:
+        raise ValueError("rounded: give digits or sig, not both")
+    if sig is not None and (isinstance(sig, bool) or not isinstance(sig, int) or sig < 1):
+        raise ValueError(f"rounded: sig must be a positive int, got {sig!r}")
+    if digits is not None and (isinstance(digits, bool) or not isinstance(digits, int)):
+        raise ValueError(f"rounded: digits must be an int, got {digits!r}")
+    if isinstance(value, (list, tuple)):
+        return type(value)(rounded(v, digits, sig=sig) for v in value)
+    if isinstance(value, (bool, int, str, np.integer, np.bool_)):
+        return value.item() if isinstance(value, (np.integer, np.bool_)) else value
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise TypeError(f"rounded: expected a scalar, got a tensor of shape {tuple(value.shape)}")
+        value = value.item()
+        if not isinstance(value, float):
+            return value
+    if isinstance(value, (float, np.floating)):
+        x = float(value)
+        if digits is None and sig is None:
+            raise ValueError("rounded: a float needs digits= or sig= (see the portability policy in the README)")
+        if not np.isfinite(x) or x == 0.0:
+            return x
+        if sig is not None:
+            digits = sig - 1 - int(np.floor(np.log10(abs(x))))
+        return float(round(x, digits)) + 0.0  # + 0.0 turns -0.0 into 0.0
+    raise TypeError(f"rounded: cannot round a {type(value).__name__}")
+
+
+def glue(name: str, value, *, digits: int | None = None, sig: int | None = None, display: bool = False):
+    """:func:`myst_nb.glue` after :func:`rounded`, so the stored record reproduces on any machine.
+
+    Use ``digits``/``sig`` matching the precision the text shows (a prose ``{glue:text}`` with ``:.3f`` wants
+    ``digits=3``). Floats must be rounded; ints and strings pass through.
+    """
+    from myst_nb import glue as _glue
+
+    _glue(name, rounded(value, digits, sig=sig), display=display)
