@@ -1,6 +1,7 @@
 # Positional Encoding, Corrected: build the book and run the tests from a machine with only python3.
 #
 #   make test     pytest (package) + nbval in strict mode on every notebook in the TOC
+#   make test-portable  nbval again under other BLAS/ATen kernels and another thread count (portability policy)
 #   make book     HTML book in _build/html, warnings are errors
 #   make execute  re-run every TOC notebook in place (deterministic) after an intended change
 #   make serve    serve _build/html on http://localhost:8000
@@ -34,17 +35,24 @@ export PYTHONNOUSERSITE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export JUPYTER_PLATFORM_DIRS := 1
 
-.PHONY: install test test-package test-notebooks book book-student execute serve lab workbook grade clean distclean
+.PHONY: install test test-package test-notebooks test-portable book book-student execute serve lab workbook grade clean distclean
 
 install: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt 2>&1 | sed '$(PIP_NOISE)'
+	@echo "==> setting up $(VENV): first run, a few minutes (pinned packages from requirements.txt, then course_pe)"
+	@test -x $(BIN)/python || { echo "==> creating the virtual environment $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "==> installing $$(grep -c '==' requirements.txt) pinned packages (torch==2.13.0 CPU build among them); pip prints each download"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt 2>&1 \
+	    | sed -u '$(PIP_NOISE)' | { grep --line-buffered -E '^(Collecting|Downloading|Installing|Successfully|ERROR|error)' || true; } \
+	    | cut -c1-160
+	@$(BIN)/python -c "import torch, myst_nb, nbval" || { echo "==> pip did not install the pins; see the messages above"; exit 1; }
+	@echo "==> installing course_pe (editable) and the notebook kernel"
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 | sed '$(PIP_NOISE)'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course_pe)" > /dev/null
 	@rm -f $(VENV)/.installed-*
 	@touch $@
+	@echo "==> $(VENV) is ready"
 
 NOTEBOOKS = $(shell $(BIN)/python tools/book_tools.py notebooks)
 
@@ -57,6 +65,18 @@ test-notebooks: $(STAMP)
 	@test -n "$(NOTEBOOKS)" || { echo "no notebooks found in _toc.yml"; exit 1; }
 	$(BIN)/python -m pytest -q --nbval --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=5 $(NOTEBOOKS)
+
+# Portability: the stored outputs were made with the machine's best kernels and two threads. Re-run every notebook
+# with other NumPy/OpenBLAS and PyTorch/ATen kernels and one thread, as another laptop or server would; a stored
+# number that depends on the machine fails here. Other choices: make test-portable PORTABLE_KERNELS="..."
+# (OpenBLAS: Haswell, Zen, Sandybridge, Nehalem, Prescott; ATen: default, avx2, avx512; a kernel the CPU lacks dies
+# with "Illegal instruction").
+PORTABLE_KERNELS ?= OPENBLAS_CORETYPE=Sandybridge ATEN_CPU_CAPABILITY=default
+PORTABLE_THREADS ?= 1
+test-portable: $(STAMP)
+	@echo "==> nbval with $(PORTABLE_KERNELS) and $(PORTABLE_THREADS) thread(s)"
+	env $(PORTABLE_KERNELS) COURSE_PE_THREADS=$(PORTABLE_THREADS) OMP_NUM_THREADS=$(PORTABLE_THREADS) \
+	    MKL_NUM_THREADS=$(PORTABLE_THREADS) $(MAKE) --no-print-directory test-notebooks
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . --builder html -W -n --keep-going

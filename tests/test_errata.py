@@ -92,3 +92,55 @@ def test_quotes_appear_in_the_sources_when_available():
         chinese = [f for f in fragments if re.search(r"[\u4e00-\u9fff]", f)]
         for fragment in chinese:
             assert fragment in text, f"{e['id']}: quote fragment not found in the source: {fragment!r}"
+
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+LATIN_WORDS = re.compile(r"[A-Za-z]{4,}")
+# The glossary (book/part1/notation.md) fixes one Chinese term per concept; the catalogue uses it consistently.
+# (English cue in the entry's text, the glossary's Chinese term that its Chinese text must then use.)
+GLOSSARY_TERMS = [
+    (re.compile(r"equivariant", re.I), "排列等变"),
+    (re.compile(r"extrapolat", re.I), "外推"),
+    (re.compile(r"\blearned (table|position)", re.I), "学习位置编码"),
+]
+# Variants the glossary lists as the sources' alternatives; the catalogue's own Chinese prefers the first form.
+# A variant may appear inside Chinese quotation marks (quoting the source).
+NON_GLOSSARY_VARIANTS = ["置换不变", "置换等变", "位置編碼", "詞嵌入"]
+
+
+def test_every_entry_has_a_chinese_correction_and_explanation():
+    for e in ERRATA:
+        for field in ("correction_zh", "explanation_zh"):
+            text = str(e.get(field, "")).strip()
+            assert CJK.search(text), f"{e['id']}: {field} must be written in Chinese"
+            assert len(CJK.findall(text)) > len(LATIN_WORDS.findall(text)), f"{e['id']}: {field} is mostly not Chinese"
+            assert "\n" not in text, f"{e['id']}: {field} is one line"
+        # English fields stay English.
+        for field in ("wrong", "correction", "translation"):
+            assert not CJK.search(str(e[field])) or field == "translation", (e["id"], field)
+
+
+def test_chinese_text_uses_the_glossary_terms():
+    glossary = (ROOT / "book" / "part1" / "notation.md").read_text(encoding="utf-8")
+    for _, term in GLOSSARY_TERMS:
+        assert term in glossary, f"{term} is not a glossary term"
+    for e in ERRATA:
+        english = f"{e['wrong']} {e['correction']}"
+        chinese = f"{e['correction_zh']} {e['explanation_zh']}"
+        for cue, term in GLOSSARY_TERMS:
+            if cue.search(english):
+                assert term in chinese, f"{e['id']}: the English speaks of {cue.pattern}; the Chinese should say {term}"
+        unquoted = re.sub(r"“[^”]*”", "", chinese)
+        for variant in NON_GLOSSARY_VARIANTS:
+            assert variant not in unquoted, f"{e['id']}: use the glossary's term instead of {variant}"
+
+
+def test_the_errata_chapter_renders_both_languages():
+    nb = json.loads((ROOT / "book" / "reference" / "errata.ipynb").read_text(encoding="utf-8"))
+    rendered = "".join(
+        "".join(o.get("data", {}).get("text/markdown", ""))
+        for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+    )
+    for e in ERRATA:
+        assert e["correction_zh"] in rendered and e["explanation_zh"] in rendered, f"{e['id']}: Chinese text not rendered"
+        assert e["correction"] in rendered, f"{e['id']}: English correction not rendered"
