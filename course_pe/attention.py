@@ -8,8 +8,10 @@ attention:
              input by the model)
 ``"rope"``   queries and keys rotated by :class:`~course_pe.rope.RotaryEmbedding` (either layout,
              any scaling)
-``"shaw"``   Shaw et al. relative key and value embeddings (:mod:`course_pe.shaw`)
-``"t5"``     T5 bucketed scalar bias per head (:mod:`course_pe.t5`)
+``"shaw"``   Shaw et al. relative key and value embeddings (:mod:`course_pe.shaw`), one pair of tables per
+             layer shared by its heads, as in the paper
+``"t5"``     T5 bucketed scalar bias per head (:mod:`course_pe.t5`); unlike T5, each layer has its own
+             table (T5 shares one per stack) and the logits are divided by ``sqrt(head_dim)`` (T5's are not)
 ``"alibi"``  ALiBi linear distance penalty (:mod:`course_pe.alibi`)
 ===========  ===================================================================================
 

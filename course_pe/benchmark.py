@@ -5,15 +5,19 @@
 
 Compared, on the same input and the same precomputed tables where they take tables:
 
-* ``clone``: ``x.clone()``, the cost of reading ``x`` and writing a tensor of its size (a floor);
+* ``clone``: ``x.clone()``: allocate a tensor of ``x``'s size, read ``x`` once and write it once. The reference
+  for "one pass over the data", not a lower bound: the allocation (a fresh mapping from the operating system
+  for large tensors, page-faulted in on first write) is part of its time;
 * ``textbook half``: ``x * cos + rotate_half(x) * sin`` with ``cos``/``sin`` duplicated to ``head_dim``
   (the GPT-NeoX / Hugging Face formulation);
 * ``complex interleaved``: ``view_as_complex(x) * exp(i p theta)`` (Meta's LLaMA formulation);
 * ``apply_rope half`` and ``apply_rope interleaved``: :func:`course_pe.rope.apply_rope` with default
   positions (its float64-built tables are cached after the first call, as the others' tables are here).
 
-Each is timed as the median of ``repeats`` calls after warm-up, on the current thread count. The numbers
-depend on the machine; the ratios are what the course reports.
+After warm-up, the implementations are timed in ``repeats`` rounds; each round calls every implementation once,
+in turn, so that a change of machine load affects all of them alike. A row keeps every timed call; its
+``milliseconds`` is their median, and :func:`ratio_quantiles` gives the spread of the per-round ratio of two
+rows. The numbers depend on the machine, its load and the thread count (the current one is used).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import argparse
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -29,7 +33,9 @@ import torch
 from .rope import apply_rope, rope_cos_sin
 from .rope_scaling import rope_frequencies
 
-__all__ = ["BenchmarkRow", "complex_rope", "rotate_half", "run_rope_benchmark", "textbook_rope", "time_call"]
+__all__ = [
+    "BenchmarkRow", "complex_rope", "ratio_quantiles", "rotate_half", "run_rope_benchmark", "textbook_rope", "time_call",
+]
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -65,10 +71,44 @@ def time_call(fn: Callable[[], object], *, repeats: int = 20, warmup: int = 3) -
     return 1e3 * times[len(times) // 2]
 
 
+def _quantile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile of a non-empty sequence (as ``numpy.quantile``'s default)."""
+    if not values:
+        raise ValueError("values must not be empty")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must lie in [0, 1], got {q}")
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
 @dataclass(frozen=True)
 class BenchmarkRow:
+    """One implementation's timings: ``milliseconds`` is the median of ``samples`` (every timed call, in ms,
+    in round order; empty for rows built by hand)."""
+
     name: str
     milliseconds: float
+    samples: tuple[float, ...] = ()
+
+    def quantile(self, q: float) -> float:
+        """The ``q``-quantile of the timed calls in milliseconds (``q = 0.25`` and ``0.75`` give the IQR)."""
+        return _quantile(self.samples, q)
+
+
+def ratio_quantiles(
+    numerator: BenchmarkRow, denominator: BenchmarkRow, qs: Sequence[float] = (0.25, 0.5, 0.75)
+) -> tuple[float, ...]:
+    """Quantiles of the per-round ratio ``numerator / denominator`` (rows from the same :func:`run_rope_benchmark`).
+
+    Pairing the calls of one round cancels load changes that hit both rows alike.
+    """
+    if len(numerator.samples) != len(denominator.samples) or not numerator.samples:
+        raise ValueError("numerator and denominator need the same, non-zero number of samples (one per round)")
+    ratios = [a / b for a, b in zip(numerator.samples, denominator.samples)]
+    return tuple(_quantile(ratios, q) for q in qs)
 
 
 def run_rope_benchmark(
@@ -76,8 +116,11 @@ def run_rope_benchmark(
 ) -> list[BenchmarkRow]:
     """Time every implementation on one random float32 input of ``shape`` (batch, heads, seq, head_dim).
 
-    Also checks that they all compute the same rotation (so a fast wrong answer cannot win).
+    Also checks that they all compute the same rotation (so a fast wrong answer cannot win). Each candidate is
+    called 3 times to warm up, then once per round for ``repeats`` rounds, in turn (see the module docstring).
     """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(*shape, generator=generator)
     seq, head_dim = shape[-2], shape[-1]
@@ -98,8 +141,17 @@ def run_rope_benchmark(
         ("complex interleaved", lambda: complex_rope(x, freqs_cis)),
         ("apply_rope interleaved", lambda: apply_rope(x, layout="interleaved")),
     ]
+    samples: dict[str, list[float]] = {name: [] for name, _ in candidates}
     with torch.inference_mode():
-        return [BenchmarkRow(name, time_call(fn, repeats=repeats)) for name, fn in candidates]
+        for _, fn in candidates:
+            for _ in range(3):
+                fn()
+        for _ in range(repeats):
+            for name, fn in candidates:
+                start = time.perf_counter()
+                fn()
+                samples[name].append(1e3 * (time.perf_counter() - start))
+    return [BenchmarkRow(name, _quantile(samples[name], 0.5), tuple(samples[name])) for name, _ in candidates]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -112,15 +164,22 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     shape = (args.batch, args.heads, args.seq, args.head_dim)
     rows = run_rope_benchmark(shape, repeats=args.repeats)
-    times = {r.name: r.milliseconds for r in rows}
     print(f"RoPE on {shape} float32, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"{platform.processor() or platform.machine()}")
+    clone = rows[0]
     for row in rows:
-        print(f"  {row.name:<24} {row.milliseconds:8.2f} ms   {row.milliseconds / times['clone']:5.2f} x clone")
-    print(f"  textbook half / apply_rope half           = {times['textbook half'] / times['apply_rope half']:.2f}x (target >= 2.5)")
-    print(f"  apply_rope interleaved / complex          = {times['apply_rope interleaved'] / times['complex interleaved']:.2f}x (target <= 1.2)")
-    print(f"  apply_rope interleaved / clone            = {times['apply_rope interleaved'] / times['clone']:.2f}x (target <= 1.5)")
-
+        q1, med, q3 = ratio_quantiles(row, clone)
+        print(f"  {row.name:<24} {row.milliseconds:8.2f} ms (IQR {row.quantile(0.25):.2f}-{row.quantile(0.75):.2f})"
+              f"   {med:5.2f} x clone (IQR {q1:.2f}-{q3:.2f})")
+    by_name = {r.name: r for r in rows}
+    for num, den, target, ok in (
+        ("textbook half", "apply_rope half", ">= 2.5", lambda r: r >= 2.5),
+        ("apply_rope interleaved", "complex interleaved", "<= 1.2", lambda r: r <= 1.2),
+        ("apply_rope interleaved", "clone", "<= 1.5", lambda r: r <= 1.5),
+    ):
+        q1, med, q3 = ratio_quantiles(by_name[num], by_name[den])
+        verdict = "met" if ok(med) else "NOT met"
+        print(f"  {num + ' / ' + den:<45} = {med:.2f}x (IQR {q1:.2f}-{q3:.2f}; course target {target}: {verdict})")
 
 if __name__ == "__main__":
     main()

@@ -1,9 +1,12 @@
 """The benchmark's reference implementations compute the same rotation (no timing asserted here)."""
 
+import pytest
 import torch
 
 from course_pe import apply_rope, rope_cos_sin, rope_frequencies
-from course_pe.benchmark import complex_rope, rotate_half, run_rope_benchmark, textbook_rope
+from course_pe.benchmark import (
+    BenchmarkRow, complex_rope, ratio_quantiles, rotate_half, run_rope_benchmark, textbook_rope,
+)
 
 
 def test_reference_formulations_agree_with_apply_rope():
@@ -20,3 +23,22 @@ def test_benchmark_runs_and_reports_every_implementation():
     rows = run_rope_benchmark((1, 2, 64, 16), repeats=1)
     assert [r.name for r in rows] == ["clone", "textbook half", "apply_rope half", "complex interleaved", "apply_rope interleaved"]
     assert all(r.milliseconds > 0 for r in rows)
+
+
+def test_rows_keep_one_sample_per_round_and_report_their_median():
+    rows = run_rope_benchmark((1, 2, 64, 16), repeats=5)
+    for row in rows:
+        assert len(row.samples) == 5
+        assert row.milliseconds == sorted(row.samples)[2]
+        assert row.quantile(0.25) <= row.milliseconds <= row.quantile(0.75)
+
+
+def test_ratio_quantiles_pair_the_calls_of_each_round():
+    a = BenchmarkRow("a", 4.0, (2.0, 4.0, 9.0))
+    b = BenchmarkRow("b", 2.0, (1.0, 2.0, 3.0))
+    # per-round ratios 2, 2, 3 (the ratio of medians is also 2, but the spread comes from the pairs)
+    assert ratio_quantiles(a, b) == (2.0, 2.0, 2.5)
+    with pytest.raises(ValueError):
+        ratio_quantiles(a, BenchmarkRow("c", 1.0, (1.0,)))
+    with pytest.raises(ValueError):
+        run_rope_benchmark((1, 1, 8, 4), repeats=0)

@@ -59,3 +59,36 @@ def test_set_rope_scaling_changes_only_the_rotation():
     torch.testing.assert_close(model(tokens), before)
     with pytest.raises(ValueError, match="RoPE model"):
         TinyTransformer(7, d_model=16, num_heads=2).set_rope_scaling(None)
+
+
+# ------------------------------------------------- the documented T5 and Shaw variants (relative.ipynb, F-12)
+
+
+def test_t5_variant_has_one_table_per_layer_and_scales_logits():
+    """relative.ipynb says the course's T5 variant differs from T5 in two ways: a bias table per layer (T5 shares one
+    per stack) and logits divided by sqrt(head_dim) (T5 does not). Pin both, computing the weights independently."""
+    import math
+
+    from course_pe import t5_relative_position_bucket
+
+    torch.manual_seed(0)
+    model = TinyTransformer(16, d_model=32, num_heads=4, num_layers=3, position="t5")
+    tables = [block.attn.t5.embedding.weight for block in model.blocks]
+    assert len({t.data_ptr() for t in tables}) == 3  # three separate tables, not one shared
+    assert all(t.shape == (32, 4) for t in tables)  # buckets x heads
+    attn = model.blocks[1].attn
+    x = torch.randn(2, 6, 32)
+    _, weights = attn(x, return_weights=True)
+    q = attn.q_proj(x).view(2, 6, 4, 8).transpose(1, 2)
+    k = attn.k_proj(x).view(2, 6, 4, 8).transpose(1, 2)
+    buckets = t5_relative_position_bucket(torch.arange(6)[None, :] - torch.arange(6)[:, None])  # key - query
+    bias = tables[1][buckets].permute(2, 0, 1)  # (heads, q, k)
+    torch.testing.assert_close(weights, (q @ k.transpose(-1, -2) / math.sqrt(8) + bias).softmax(-1))
+    assert not torch.allclose(weights, (q @ k.transpose(-1, -2) + bias).softmax(-1), atol=1e-3)  # not T5's scaling
+
+
+def test_shaw_variant_shares_tables_across_heads_not_layers():
+    model = TinyTransformer(16, d_model=32, num_heads=4, num_layers=2, position="shaw", shaw_max_distance=3)
+    keys = [block.attn.shaw.rel_keys for block in model.blocks]
+    assert keys[0].shape == (7, 8)  # (2K + 1, head_dim): one table for all four heads
+    assert keys[0].data_ptr() != keys[1].data_ptr()  # one per layer
