@@ -82,7 +82,7 @@ def rounded(value, digits: int | None = None, *, sig: int | None = None):
 
 
 def glue(name: str, value, *, digits: int | None = None, sig: int | None = None, display: bool = False):
-    """:func:`myst_nb.glue` after :func:`rounded`, so the stored record reproduces on any machine.
+    """``myst_nb.glue`` after :func:`rounded`, so the stored record reproduces on any machine.
 
     Use ``digits``/``sig`` matching the precision the text shows (a prose ``{glue:text}`` with ``:.3f`` wants
     ``digits=3``). Floats must be rounded; ints and strings pass through.

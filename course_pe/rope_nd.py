@@ -4,18 +4,16 @@ All four reuse the rotation of :mod:`course_pe.rope`: pair ``i`` of a query or k
 ``phi_i``. Plain RoPE uses ``phi_i = p * theta_i`` for a token at position ``p``. The variants here change
 only how the angle of each pair is formed, or what is multiplied or concatenated around the rotation:
 
-=====================================  ==============================================================
-:func:`rope_2d`                        axial 2-D RoPE for image patches (Heo et al., 2024, "RoPE-Axial"):
-                                       the first half of the pairs turn with the patch's first
-                                       coordinate, the second half with its second coordinate
-:func:`mrope`                          multimodal RoPE of Qwen2-VL (Wang et al., 2024): three position
-                                       ids (temporal, height, width); consecutive *sections* of pairs
-                                       read one id each, with the ordinary 1-D frequencies
-:func:`mrope_position_ids`             Qwen2-VL's position ids for text, then one image, then text
-:func:`xpos_scale`, :func:`apply_xpos` xPos (Sun et al., 2023): RoPE times a per-pair exponential decay
-:func:`decoupled_rope_logits`          DeepSeek-V2/V3 (MLA): a position-free part plus a small rotated
-                                       part whose key is shared by all heads
-=====================================  ==============================================================
+* :func:`rope_2d`: axial 2-D RoPE for image patches (Heo et al., 2024, "RoPE-Axial"); the first half of the
+  pairs turn with the patch's first coordinate, the second half with its second coordinate.
+* :func:`mrope`: multimodal RoPE of Qwen2-VL (Wang et al., 2024); three position ids (temporal, height,
+  width), consecutive *sections* of pairs read one id each, with the ordinary 1-D frequencies.
+  :func:`mrope_position_ids` builds Qwen2-VL's ids for text, one image, text.
+* :func:`xpos_scale`, :func:`apply_xpos`: xPos (Sun et al., 2023), RoPE times a per-pair exponential decay.
+* :func:`decoupled_rope_logits`: DeepSeek-V2/V3 (MLA), a position-free part plus a small rotated part whose
+  key is shared by all heads.
+* :func:`multi_axis_rope`: the common core (pair ``i`` turns by coordinate ``axis_of_pair[i]`` times
+  ``inv_freq[i]``).
 
 Conventions. ``x`` is ``(..., seq, head_dim)``; multi-axis positions are ``(seq, n_axes)`` (shared by the
 batch) or ``(batch, seq, n_axes)`` for ``x`` of shape ``(batch, heads, seq, head_dim)``. A *pair index*
