@@ -6,6 +6,7 @@ Modules (one concern each):
 * :mod:`course_pe.learned` - learned absolute position embeddings
 * :mod:`course_pe.shaw`, :mod:`course_pe.t5`, :mod:`course_pe.alibi` - relative schemes
 * :mod:`course_pe.rope`, :mod:`course_pe.rope_scaling` - rotary embeddings and context extension
+* :mod:`course_pe.rope_nd` - RoPE variants of today's models: 2-D RoPE, M-RoPE, xPos, decoupled RoPE
 * :mod:`course_pe.attention`, :mod:`course_pe.model` - attention and a tiny Transformer
 * :mod:`course_pe.tasks`, :mod:`course_pe.training` - seeded synthetic tasks and a training loop
 * :mod:`course_pe.permutation` - equivariance checks; :mod:`course_pe.plotting` - figures
@@ -40,6 +41,17 @@ from .rope import (
     permute_qk_weights,
     rope_cos_sin,
     rotate_with_cos_sin,
+)
+from .rope_nd import (
+    QWEN2_VL_MROPE_SECTION,
+    apply_xpos,
+    decoupled_rope_logits,
+    mrope,
+    mrope_position_ids,
+    multi_axis_rope,
+    rope_2d,
+    rope_2d_frequencies,
+    xpos_scale,
 )
 from .rope_scaling import (
     DynamicNTKScaling,
@@ -138,4 +150,14 @@ __all__ = [
     "TransformerBlock",
     "yarn_correction_range",
     "YaRNScaling",
+    # rope_nd
+    "QWEN2_VL_MROPE_SECTION",
+    "apply_xpos",
+    "decoupled_rope_logits",
+    "mrope",
+    "mrope_position_ids",
+    "multi_axis_rope",
+    "rope_2d",
+    "rope_2d_frequencies",
+    "xpos_scale",
 ]
