@@ -22,6 +22,7 @@ functions that implement it (which the grader makes unavailable while the studen
 
 from __future__ import annotations
 
+import inspect
 import math
 import traceback
 from collections.abc import Callable, Sequence
@@ -192,7 +193,8 @@ def _register(id: str, function: str, chapter: str, description: str, library: t
             return check(id, fn)
 
         check_fn.__name__ = check_fn.__qualname__ = f"check_{id}"
-        check_fn.__doc__ = f"Run the visible cases of exercise ``{id}`` ({description}) on ``fn``.\n\n{cases_fn.__doc__}"
+        check_fn.__doc__ = (f"Run the visible cases of exercise ``{id}`` ({description}) on ``fn`` and return the "
+                            f"report.\n\n{inspect.cleandoc(cases_fn.__doc__ or '')}")
         EXERCISES[id] = Exercise(id, function, chapter, check_fn, description, cases_fn, library)
         return cases_fn
 
@@ -266,7 +268,8 @@ def _difference(case: Case, got: np.ndarray) -> str | None:
     if got.shape != e.shape:
         return f"shape: expected {tuple(e.shape)}, got {tuple(got.shape)}"
     if case.dtypes is not None and got.dtype.name not in case.dtypes:
-        return f"dtype: got {got.dtype.name}; this exercise accepts {' or '.join(case.dtypes)}"
+        allowed = "an integer dtype" if case.dtypes == INT_DTYPES else " or ".join(case.dtypes)
+        return f"dtype: got {got.dtype.name}; this exercise accepts {allowed}"
     if _values_match(case, got, e):
         return None
     g, r = got.astype(np.float64), e.astype(np.float64)

@@ -211,6 +211,12 @@ def _hidden_folders(path: Path, out: Path | None) -> tuple[list[Path], list[Path
     root = _repository_root()
     if root is not None:
         hide.append(root)
+        git = root / ".git"
+        if git.is_file():  # a git worktree: the history (with the solutions) lives in the main repository's .git
+            text = git.read_text(encoding="utf-8", errors="replace").strip()
+            if text.startswith("gitdir:"):
+                gitdir = (root / text[len("gitdir:"):].strip()).resolve()
+                hide.append(gitdir.parent.parent if gitdir.parent.name == "worktrees" else gitdir)
     keep = [Path(__file__).resolve().parent, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
     for folder in keep:  # an ancestor that others cannot enter (e.g. /root holding pyenv) is replaced by a stub
         for ancestor in folder.parents:

@@ -35,7 +35,7 @@ from course_pe.grade import (
     validate_name,
 )
 from course_pe.gradebook import Gradebook
-from course_pe.sandbox import isolation_level
+from course_pe.sandbox import Sandbox, SandboxTimeout, isolation_level
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL = isolation_level() == "full"
@@ -114,7 +114,9 @@ def world(tmp_path):
     subs.mkdir()
     canary = tmp_path / "canary.txt"
     canary.write_text("untouched")
-    other = grade_notebook(notebook(subs, "bob", STUBS), assignment="relative", out=out)
+    other = GradeReport(student="bob", notebook="bob.ipynb", assignment="relative",
+                        exercises=[ExerciseGrade("t5_bucket", 1.0, 1.0, "passed", ""),
+                                   ExerciseGrade("alibi_slopes", 0.0, 1.0, "failed", "")])
     Gradebook(out).record(other)
     Gradebook(out).export()
     token = uuid.uuid4().hex
@@ -457,3 +459,17 @@ def test_command_line_errors(tmp_path, capsys):
     assert main([str(path), "--exercises", "no_such_exercise", "--out", str(tmp_path / "g")]) == 2
     assert main(["--out", str(tmp_path / "g")]) == 2
     assert not (tmp_path / "g").exists()
+
+
+def test_the_limited_sandbox_works_where_namespaces_are_missing():
+    # the fallback for a grader that is not root: a separate process, limits, scrubbed environment, fresh folder
+    with Sandbox(isolation="limited") as box:
+        assert box.run_cell("import os\nassert 'COURSE_PE_RESULTS' not in os.environ and 'VIRTUAL_ENV' not in os.environ",
+                            60) is None
+        assert "MemoryError" in box.run_cell("x = bytearray(4 * 2**30)", 60)
+        assert box.run_cell(GOOD_SLOPES, 60) is None
+        outcome = box.call("alibi_slopes", (6,), 60)
+        assert outcome.status == "ok" and outcome.value.shape == (6,)
+        box.run_cell("def hang(n):\n    while True:\n        pass", 60)
+        with pytest.raises(SandboxTimeout):
+            box.call("hang", (1,), 3)
