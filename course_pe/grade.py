@@ -41,7 +41,6 @@ import os
 import re
 import secrets
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -248,9 +247,6 @@ def _message(report: CheckReport) -> str:
 
 def _clean(text: str, limit: int = 300) -> str:
     return "".join(ch if ch.isprintable() else " " for ch in text)[:limit]
-
-
-_UID_LOCK = threading.Lock()
 
 
 def grade_notebook(

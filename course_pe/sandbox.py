@@ -24,6 +24,7 @@ that does not parse is a failed call. The grader enforces every time limit by ki
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import select
@@ -33,7 +34,7 @@ import struct
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,15 @@ def _sandbox_env() -> dict[str, str]:
     }
 
 
+_SERIAL = itertools.count()
+
+
+def _new_uid() -> int:
+    """A user id for one sandbox: unused by real accounts, different for every sandbox this process starts (up to
+    100 at once) and for every grading process alive (its pid)."""
+    return 1_500_000_000 + (os.getpid() % 4_000_000) * 100 + next(_SERIAL) % 100
+
+
 class Sandbox:
     """One sandboxed child process. Use as a context manager; every method raises :class:`SandboxTimeout` or
     :class:`SandboxDied` after killing the child when it does not answer properly in time.
@@ -175,7 +185,7 @@ class Sandbox:
         """Start the child and wait until it has imported its libraries (``limits.startup_seconds``)."""
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
-        uid = 1_500_000_000 + os.getpid() % 100_000_000 if self.isolation == "full" else None
+        uid = _new_uid() if self.isolation == "full" else None
         config: dict[str, Any] = {
             "in": req_r, "out": ans_w, "isolation": self.isolation, "uid": uid,
             "hide": [str(p) for p in self.hide], "keep": [str(p) for p in self.keep],

@@ -11,8 +11,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
-import shutil
 import sqlite3
 import subprocess
 import sys
