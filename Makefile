@@ -7,7 +7,8 @@
 #   make serve    serve _build/html on http://localhost:8000
 #   make lab      JupyterLab on book/ with course_pe importable
 #   make workbook student notebooks (solutions replaced by stubs) into workbook/
-#   make grade NB=submission.ipynb [STUDENT=name]   grade a submission into grades/
+#   make grade NB=submission.ipynb [STUDENT=name] [ASSIGNMENT=chapter]   grade a submission into grades/
+#   make grade DIR=submissions/ [ASSIGNMENT=chapter] [JOBS=n]             grade a whole folder, in parallel
 #   make book-student  the HTML book without solutions, into _build/student/html
 #   make clean    remove build outputs (make distclean also removes .venv)
 #
@@ -97,9 +98,18 @@ book-student: $(STAMP)
 workbook: $(STAMP)
 	$(BIN)/python -m course_pe.workbook $(NOTEBOOKS) --out workbook
 
+# NB, DIR, STUDENT, ASSIGNMENT, JOBS and GRADES reach the grader through the environment, unexpanded (a `$(...)` in
+# a file name stays text): no shell, and no make function, ever sees a file or student name.
+GRADE_VARIABLES := NB DIR STUDENT ASSIGNMENT JOBS GRADES
+$(foreach v,$(GRADE_VARIABLES),$(eval override $(v) := $$(value $(v))))
+grade: export NB := $(NB)
+grade: export DIR := $(DIR)
+grade: export STUDENT := $(STUDENT)
+grade: export ASSIGNMENT := $(ASSIGNMENT)
+grade: export JOBS := $(JOBS)
+grade: export GRADES := $(GRADES)
 grade: $(STAMP)
-	@test -n "$(NB)" || { echo "usage: make grade NB=path/to/submission.ipynb [STUDENT=name]"; exit 2; }
-	$(BIN)/python -m course_pe.grade "$(NB)" --out grades $(if $(STUDENT),--student "$(STUDENT)")
+	@$(BIN)/python -m course_pe.grade --from-env --out grades
 
 serve:
 	@test -d _build/html || { echo "run 'make book' first"; exit 1; }

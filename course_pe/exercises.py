@@ -1,25 +1,29 @@
 """Automatic checks for the course's coding exercises.
 
-Each ``check_*`` function takes the student's function, runs it on a list of cases (edge cases
-included), and returns a :class:`CheckReport`: which case failed, what was expected and what came back,
-and a hint. When the wrong answer matches a *classic mistake* (several of them made by the course's
-sources), the report names the mistake. Reference values are computed here from the formulas, so a
-report never shows the reference implementation, only numbers.
+Each exercise is a list of *cases*: the arguments the grader passes to the student's function and the reference
+value it compares the answer with. References are computed here from the formulas (or, for the T5 buckets, by the
+library function, itself tested against an independent implementation), never by the student's code. A failed case
+produces a :class:`CheckReport` that says what differed (shape, dtype or value, and at which input) and then, when
+the wrong answer matches a *classic mistake* (several of them made by the course's sources), names the mistake.
 
 In a notebook::
 
     report = cpe.exercises.check_sinusoidal_table(my_table)
     print(report)
 
-Every check is registered in ``EXERCISES`` under a stable id; the grader
-(``python -m course_pe.grade``) looks functions up by the name given there.
+runs the *visible* cases in the student's own kernel, for feedback. The grader (``python -m course_pe.grade``) uses
+the same cases plus *hidden*, randomised ones, calls the student's function in a sandboxed process, gets back only
+the raw outputs (see :func:`to_output`) and computes the verdict itself with :func:`judge`.
+
+The registry ``EXERCISES`` maps a stable id to an :class:`Exercise`: the name of the function students define, the
+chapter (assignment) it belongs to, its check, a description, the case builder, the output kind and the library
+functions that implement it (which the grader makes unavailable while the student's function is checked).
 """
 
 from __future__ import annotations
 
-import json
+import inspect
 import math
-import os
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,8 +36,12 @@ from .t5 import t5_relative_position_bucket
 
 __all__ = [
     "EXERCISES",
+    "Case",
     "CheckReport",
     "Exercise",
+    "Outcome",
+    "call_case",
+    "chapters",
     "check",
     "check_add_positional_encoding",
     "check_alibi_slopes",
@@ -43,12 +51,26 @@ __all__ = [
     "check_shift_matrix",
     "check_sinusoidal_table",
     "check_t5_bucket",
+    "exercises_for_chapter",
+    "judge",
+    "to_output",
 ]
+
+FLOAT_DTYPES = ("float32", "float64")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+#: tolerance floor for a float32 answer, relative to the largest reference magnitude (float32 eps is 1.2e-7; a
+#: correct float32 computation of these formulas stays well inside 2e-5, every classic mistake is off by >1e-2)
+FLOAT32_RELATIVE_TOLERANCE = 2e-5
 
 
 @dataclass
 class CheckReport:
-    """The outcome of one check. ``passed`` is True only if every case passed."""
+    """The outcome of one check. ``passed`` is True only if every case passed.
+
+    ``difference`` says what differed (shape, dtype or value, and where); ``mistake`` names a classic mistake when
+    the answer matches one; ``hidden`` is True when the failed case is one of the grader's hidden cases;
+    ``library_called`` lists the course_pe functions the submission called although they were unavailable.
+    """
 
     exercise: str
     passed: bool
@@ -60,6 +82,9 @@ class CheckReport:
     mistake: str | None = None
     hint: str | None = None
     error: str | None = None
+    difference: str | None = None
+    hidden: bool = False
+    library_called: list[str] = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -68,9 +93,15 @@ class CheckReport:
     def __str__(self) -> str:
         if self.passed:
             return f"[{self.exercise}] PASSED: all {self.cases_total} cases correct."
-        lines = [f"[{self.exercise}] FAILED on case {self.cases_run} of {self.cases_total}: {self.failed_case}"]
+        which = "hidden case" if self.hidden else "case"
+        lines = [f"[{self.exercise}] FAILED on {which} {self.cases_run} of {self.cases_total}: {self.failed_case}"]
+        if self.library_called:
+            lines.append(f"  your function called {', '.join(self.library_called)}, which is not allowed in this "
+                         "exercise (implement it yourself)")
         if self.error:
             lines.append(f"  your function raised: {self.error}")
+        if self.difference:
+            lines.append(f"  what differs: {self.difference}")
         if self.expected is not None:
             lines.append(f"  expected: {self.expected}")
         if self.got is not None:
@@ -86,150 +117,265 @@ class CheckReport:
 
 
 @dataclass(frozen=True)
+class Case:
+    """One call of the student's function and its reference answer.
+
+    ``args`` are plain values only: ints, floats, bools, and ``torch.Tensor`` or ``np.ndarray`` of a numeric dtype
+    (the grader sends them to the sandbox as ``.npy`` data). ``expected`` is a NumPy array (0-d for a scalar).
+    ``exact`` cases compare with ``==``; the others with an absolute tolerance ``atol`` for a float64 answer and
+    ``max(atol, atol32)`` for a float32 answer (``atol32=None``: ``FLOAT32_RELATIVE_TOLERANCE`` times the largest
+    reference magnitude, at least 1). ``dtypes`` lists the allowed answer dtypes (None: any numeric dtype).
+    ``mistakes`` pairs a description with the wrong answer it produces.
+    """
+
+    name: str
+    args: tuple[Any, ...]
+    expected: np.ndarray
+    atol: float = 0.0
+    exact: bool = False
+    dtypes: tuple[str, ...] | None = FLOAT_DTYPES
+    atol32: float | None = None
+    mistakes: tuple[tuple[str, np.ndarray], ...] = ()
+    hint: str | None = None
+    hidden: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What came back from one call: ``status`` is ``ok`` (``value`` holds the answer), ``stub``
+    (NotImplementedError), ``error`` (``error`` holds the exception), ``missing`` (no such function), ``timeout``,
+    or ``invalid`` (the answer is not a plain numeric array; ``error`` says why)."""
+
+    status: str
+    value: np.ndarray | None = None
+    error: str | None = None
+    library_called: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Exercise:
-    """A registered coding exercise: id, the function name students define, chapter, and its check."""
+    """A registered coding exercise.
+
+    ``id``: stable id; ``function``: the name students define; ``chapter``: the chapter (assignment) whose notebook
+    contains it (a notebook's file name without ``.ipynb``); ``check``: ``check(fn) -> CheckReport`` on the visible
+    cases; ``description``: one line; ``cases``: ``cases(rng)`` returns the visible cases, followed by hidden
+    randomised ones drawn from ``rng`` when it is a ``numpy.random.Generator``; ``library``: dotted names of the
+    course_pe functions that implement the exercise (unavailable to the student's code while it is graded).
+    """
 
     id: str
     function: str
     chapter: str
     check: Callable[[Callable[..., Any]], CheckReport]
     description: str
+    cases: Callable[[np.random.Generator | None], list[Case]] | None = None
+    library: tuple[str, ...] = ()
 
 
 EXERCISES: dict[str, Exercise] = {}
 
 
-def _register(id: str, function: str, chapter: str, description: str):
-    def decorate(check_fn: Callable[[Callable[..., Any]], CheckReport]):
-        EXERCISES[id] = Exercise(id, function, chapter, check_fn, description)
-        return check_fn
+def chapters() -> list[str]:
+    """The chapters (assignments) that have coding exercises, in registry order."""
+    return list(dict.fromkeys(ex.chapter for ex in EXERCISES.values()))
+
+
+def exercises_for_chapter(chapter: str) -> list[str]:
+    """Ids of the exercises of ``chapter`` (a notebook's file name without ``.ipynb``), in registry order."""
+    if chapter not in chapters():
+        raise ValueError(f"chapter {chapter!r} has no coding exercises; chapters with exercises: {', '.join(chapters())}")
+    return [ex.id for ex in EXERCISES.values() if ex.chapter == chapter]
+
+
+def _register(id: str, function: str, chapter: str, description: str, library: tuple[str, ...] = ()):
+    def decorate(cases_fn: Callable[[np.random.Generator | None], list[Case]]):
+        def check_fn(fn: Callable[..., Any]) -> CheckReport:
+            return check(id, fn)
+
+        check_fn.__name__ = check_fn.__qualname__ = f"check_{id}"
+        check_fn.__doc__ = (f"Run the visible cases of exercise ``{id}`` ({description}) on ``fn`` and return the "
+                            f"report.\n\n{inspect.cleandoc(cases_fn.__doc__ or '')}")
+        EXERCISES[id] = Exercise(id, function, chapter, check_fn, description, cases_fn, library)
+        return cases_fn
 
     return decorate
 
 
-# --------------------------------------------------------------------------- helpers
+# --------------------------------------------------------------------------- outputs and verdicts
 
 
-def _as_array(value: Any) -> np.ndarray:
+def to_output(value: Any) -> np.ndarray:
+    """Convert what a student's function returned into a plain numeric NumPy array (a copy).
+
+    Tensors are detached and moved to the CPU with their dtype kept; lists, tuples, Python and NumPy numbers go
+    through ``np.asarray``. Raises ``TypeError`` for anything that is not numeric (objects, strings, ragged lists)
+    and for dtypes NumPy cannot hold (bfloat16).
+    """
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().double().numpy()
-    return np.asarray(value, dtype=np.float64)
+        if value.dtype in (torch.bfloat16,) or value.is_complex():
+            raise TypeError(f"a tensor of dtype {value.dtype} is not a real float32/float64 or integer answer")
+        return value.detach().cpu().clone().numpy()
+    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        value = [v.detach().cpu().item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for v in value]
+    try:
+        arr = np.array(value)
+    except Exception as exc:
+        raise TypeError(f"the answer is not an array of numbers ({type(exc).__name__})") from None
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"the answer is not an array of numbers (a {type(value).__name__} giving dtype {arr.dtype})")
+    return arr
 
 
-def _short(a: Any, limit: int = 6) -> str:
+def _fmt(x: Any) -> str:
+    if isinstance(x, (bool, np.bool_)):
+        return str(bool(x))
+    if isinstance(x, (float, np.floating)):
+        return f"{float(x):.6g}"
+    return str(x)
+
+
+def _short(a: np.ndarray, limit: int = 6) -> str:
     arr = np.asarray(a)
     if arr.ndim == 0:
-        return f"{arr.item():.6g}" if arr.dtype.kind == "f" else str(arr.item())
+        return _fmt(arr.item())
     flat = arr.reshape(-1)
     body = ", ".join(f"{v:.4f}" if arr.dtype.kind == "f" else str(v) for v in flat[:limit])
     more = ", ..." if flat.size > limit else ""
-    return f"shape {tuple(arr.shape)}: [{body}{more}]"
+    return f"shape {tuple(arr.shape)}, dtype {arr.dtype}: [{body}{more}]"
 
 
-@dataclass
-class _Case:
-    name: str
-    call: Callable[[Callable[..., Any]], Any]
-    expected: Any
-    compare: Callable[[Any, Any], bool]
-    mistakes: Sequence[tuple[str, Any]] = field(default_factory=tuple)
-    hint: str | None = None
+def _tolerance(case: Case, got: np.ndarray) -> float:
+    if got.dtype == np.float64 or case.exact:
+        return case.atol
+    scale = float(np.max(np.abs(case.expected))) if case.expected.size else 1.0
+    floor = case.atol32 if case.atol32 is not None else FLOAT32_RELATIVE_TOLERANCE * max(1.0, scale)
+    return max(case.atol, floor)
 
 
-def _close(atol: float = 1e-5) -> Callable[[Any, Any], bool]:
-    def compare(got: Any, expected: Any) -> bool:
-        g, e = _as_array(got), _as_array(expected)
-        return g.shape == e.shape and bool(np.allclose(g, e, atol=atol, rtol=0))
-
-    return compare
-
-
-def _equal(got: Any, expected: Any) -> bool:
-    g, e = np.asarray(_as_array(got)), np.asarray(_as_array(expected))
-    return g.shape == e.shape and bool(np.array_equal(g, e))
+def _values_match(case: Case, got: np.ndarray, expected: np.ndarray) -> bool:
+    if got.shape != expected.shape:
+        return False
+    if case.exact:  # a float32 answer to an exact case is compared with the reference rounded to float32
+        e = expected.astype(got.dtype) if got.dtype.kind == "f" and expected.dtype.kind == "f" else expected
+        return bool(np.array_equal(got.astype(np.float64), e.astype(np.float64)))
+    g, e = got.astype(np.float64), expected.astype(np.float64)
+    return bool(np.all(np.abs(g - e) <= _tolerance(case, got)))
 
 
-def _run(exercise: str, fn: Callable[..., Any], cases: Sequence[_Case]) -> CheckReport:
-    report = _evaluate(exercise, fn, cases)
-    _record(report)
-    return report
+def _difference(case: Case, got: np.ndarray) -> str | None:
+    """None if ``got`` is a correct answer to ``case``, else what differs (shape, dtype, value)."""
+    e = case.expected
+    if got.shape != e.shape:
+        return f"shape: expected {tuple(e.shape)}, got {tuple(got.shape)}"
+    if case.dtypes is not None and got.dtype.name not in case.dtypes:
+        allowed = "an integer dtype" if case.dtypes == INT_DTYPES else " or ".join(case.dtypes)
+        return f"dtype: got {got.dtype.name}; this exercise accepts {allowed}"
+    if _values_match(case, got, e):
+        return None
+    g, r = got.astype(np.float64), e.astype(np.float64)
+    if case.exact and got.dtype.kind == "f" and e.dtype.kind == "f":
+        r = e.astype(got.dtype).astype(np.float64)
+    bad = ~np.isfinite(g) | (g != r) if case.exact else ~(np.abs(g - r) <= _tolerance(case, got))
+    index = tuple(int(i) for i in np.argwhere(bad)[0]) if e.ndim else ()
+    where = f" at index {index}" if index else ""
+    n_bad = int(np.count_nonzero(bad))
+    total = f" ({n_bad} of {e.size} entries differ)" if e.ndim else ""
+    if case.exact:
+        return f"value{where}: expected {_fmt(e[index])}, got {_fmt(got[index])}{total}"
+    return (f"value{where}: expected {_fmt(e[index])}, got {_fmt(got[index])} (difference "
+            f"{abs(g[index] - r[index]):.3g}, tolerance {_tolerance(case, got):.1g} for {got.dtype.name}){total}")
 
 
-def _evaluate(exercise: str, fn: Callable[..., Any], cases: Sequence[_Case]) -> CheckReport:
+def judge(exercise: str, cases: Sequence[Case], outcomes: Sequence[Outcome | None]) -> CheckReport:
+    """The verdict on ``outcomes[i]`` (what came back for ``cases[i]``; None: not run). Never raises."""
     total = len(cases)
-    if not callable(fn):
-        return CheckReport(exercise, False, 0, total, "calling your function", error=f"{fn!r} is not callable")
-    for n, case in enumerate(cases, start=1):
+    called = sorted({name for o in outcomes if o is not None for name in o.library_called})
+    for n, (case, outcome) in enumerate(zip(cases, outcomes), start=1):
+        base = {"failed_case": case.name, "hidden": case.hidden, "library_called": called}
+        if outcome is None:
+            return CheckReport(exercise, False, n, total, error="this case was not run", **base)
+        if outcome.status == "missing":
+            return CheckReport(exercise, False, 0, total, failed_case="looking up the function",
+                               error=outcome.error, hint="define the function with the signature given in the exercise",
+                               library_called=called)
+        if outcome.status == "stub":
+            return CheckReport(exercise, False, n, total, error="NotImplementedError",
+                               hint="the function is still a stub: replace `raise NotImplementedError` with your code",
+                               **base)
+        if outcome.status == "timeout":
+            return CheckReport(exercise, False, n, total, error=outcome.error or "time limit exceeded", **base)
+        if outcome.status == "error":
+            return CheckReport(exercise, False, n, total, error=outcome.error, hint=case.hint, **base)
+        if outcome.status != "ok" or outcome.value is None:
+            return CheckReport(exercise, False, n, total, difference=f"type: {outcome.error}", hint=case.hint, **base)
+        got = outcome.value
         try:
-            got = case.call(fn)
-        except NotImplementedError:
-            return CheckReport(
-                exercise, False, n, total, case.name, error="NotImplementedError",
-                hint="the function is still a stub: replace `raise NotImplementedError` with your code",
-            )
-        except Exception as exc:  # report, do not crash the notebook
-            return CheckReport(
-                exercise, False, n, total, case.name, error=f"{type(exc).__name__}: {exc}", hint=case.hint,
-            )
-        try:
-            ok = case.compare(got, case.expected)
-        except Exception:
-            ok = False
-        if ok:
+            difference = _difference(case, got)
+        except Exception as exc:  # a bug here must not take the grader down
+            difference = f"the answer could not be compared ({type(exc).__name__}: {exc})"
+        if difference is None:
             continue
         mistake = None
-        for description, wrong in case.mistakes:
+        for description, wrong in case.mistakes if difference.startswith("value") else ():
             try:
-                if case.compare(got, wrong):
+                if _values_match(case, got, np.asarray(wrong)):
                     mistake = description
                     break
             except Exception:
                 pass
-        return CheckReport(
-            exercise, False, n, total, case.name, expected=_short(_as_array(case.expected)),
-            got=_short(_as_array(got)) if _is_arraylike(got) else repr(got)[:200], mistake=mistake, hint=case.hint,
-        )
+        return CheckReport(exercise, False, n, total, expected=_short(case.expected), got=_short(got),
+                           mistake=mistake, hint=case.hint, difference=difference, **base)
+    if called:  # every value right, but through the library
+        return CheckReport(exercise, False, total, total, failed_case="the whole exercise",
+                           error="the library's implementation was called", library_called=called)
     return CheckReport(exercise, True, total, total)
 
 
-def _is_arraylike(x: Any) -> bool:
+def fresh_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Copies of ``args`` (the student's function may modify its inputs in place)."""
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a.copy() if isinstance(a, np.ndarray) else a for a in args)
+
+
+def call_case(fn: Callable[..., Any], args: tuple[Any, ...]) -> Outcome:
+    """Call ``fn(*args)`` (on copies) and turn the result or the exception into an :class:`Outcome`."""
     try:
-        _as_array(x)
-        return True
-    except Exception:
-        return False
-
-
-def _record(report: CheckReport) -> None:
-    """If the grader set ``COURSE_PE_RESULTS``, append the report there (one JSON object per line)."""
-    path = os.environ.get("COURSE_PE_RESULTS")
-    if path:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(report.to_json()) + "\n")
+        value = fn(*fresh_args(args))
+    except NotImplementedError:
+        return Outcome("stub")
+    except Exception as exc:
+        return Outcome("error", error=f"{type(exc).__name__}: {exc}"[:500])
+    try:
+        return Outcome("ok", to_output(value))
+    except TypeError as exc:
+        return Outcome("invalid", error=str(exc))
 
 
 def check(exercise_id: str, fn: Callable[..., Any] | None) -> CheckReport:
-    """Run the registered check ``exercise_id`` on ``fn`` (never raises; errors become a failed report).
-
-    ``fn=None`` (the function is not defined, e.g. its cell was deleted) gives a failed report that says so.
+    """Run the visible cases of ``exercise_id`` on ``fn`` here, in this process (never raises for the student's
+    errors; an unknown id is a ``ValueError``). ``fn=None`` (the function is not defined, e.g. its cell was deleted)
+    gives a failed report that says so. This is feedback for the student; the grade comes from the grader.
     """
     if exercise_id not in EXERCISES:
         raise ValueError(f"unknown exercise {exercise_id!r}; known: {', '.join(sorted(EXERCISES))}")
-    if fn is None:
-        name = EXERCISES[exercise_id].function
-        report = CheckReport(
-            exercise_id, False, 0, 0, f"looking up `{name}`",
-            error=f"no function named `{name}` is defined (was its cell deleted, renamed or not run?)",
-            hint=f"define `{name}` with the signature given in the exercise",
-        )
-        _record(report)
-        return report
+    exercise = EXERCISES[exercise_id]
     try:
-        report = EXERCISES[exercise_id].check(fn)
-    except Exception:  # a bug in a check must not take the grader down
-        report = CheckReport(exercise_id, False, 0, 0, "running the check", error=traceback.format_exc(limit=2))
-        _record(report)
-    return report
+        cases = exercise.cases(None) if exercise.cases else []
+    except Exception:  # a bug in a check must not take the notebook down
+        return CheckReport(exercise_id, False, 0, 0, "building the cases", error=traceback.format_exc(limit=2))
+    if fn is None:
+        outcomes = [Outcome("missing", error=f"no function named `{exercise.function}` is defined (was its cell "
+                                             "deleted, renamed or not run?)")] * len(cases)
+    elif not callable(fn):
+        outcomes = [Outcome("missing", error=f"{type(fn).__name__} object is not callable")] * len(cases)
+    else:
+        outcomes = []
+        for case in cases:
+            outcome = call_case(fn, case.args)
+            outcomes.append(outcome)
+            if outcome.status != "ok":
+                break
+        outcomes += [None] * (len(cases) - len(outcomes))
+    return judge(exercise_id, cases, outcomes)
 
 
 # --------------------------------------------------------------------------- reference formulas
@@ -261,35 +407,40 @@ def _table(n: int, d: int, *, base: float = 10000.0, exponent: str = "2i", layou
     return out
 
 
+def _even(rng: np.random.Generator, low: int, high: int) -> int:
+    return 2 * int(rng.integers(low // 2, high // 2 + 1))
+
+
 # --------------------------------------------------------------------------- Part I
 
 
-@_register("sinusoidal_table", "sinusoidal_table", "sinusoidal", "the (num_positions, d_model) sinusoidal table, interleaved")
-def check_sinusoidal_table(fn: Callable[[int, int], Any]) -> CheckReport:
+@_register("sinusoidal_table", "sinusoidal_table", "sinusoidal",
+           "the (num_positions, d_model) sinusoidal table, interleaved",
+           library=("course_pe.sinusoidal.sinusoidal_encoding", "course_pe.sinusoidal.sinusoidal_encoding_np",
+                    "course_pe.sinusoidal.SinusoidalPositionalEncoding.forward"))
+def _sinusoidal_table_cases(rng: np.random.Generator | None) -> list[Case]:
     """``fn(num_positions, d_model)`` must return the interleaved sinusoidal table (base 10000)."""
+    sizes = [(1, 2, False), (10, 4, False), (50, 16, False), (7, 128, False)]
+    if rng is not None:
+        sizes += [(int(rng.integers(2, 41)), _even(rng, 2, 64), True) for _ in range(2)]
     cases = []
-    for n, d in [(1, 2), (10, 4), (50, 16), (7, 128)]:
-        cases.append(
-            _Case(
-                f"sinusoidal_table({n}, {d})",
-                lambda f, n=n, d=d: f(n, d),
-                _table(n, d),
-                _close(1e-5),
-                mistakes=(
-                    ("the cosine uses exponent (2i+1)/d_model; sine and cosine of one pair share the frequency "
-                     "base^(-2i/d_model) (the error of source 002, 7.3.2)", _table(n, d, exponent="2i+1 for cos")),
-                    ("fast and slow dimensions are swapped: dimension 0 must have frequency 1 (wavelength 2*pi) and the "
-                     "last pair the lowest frequency", _table(n, d, exponent="swapped")),
-                    ("the exponent is i/d_model; with i the pair index it must be 2i/d_model", _table(n, d, exponent="no 2")),
-                    ("positions are multiplied by base^(2i/d_model); they must be divided by it", _table(n, d, exponent="multiply")),
-                    ("sines and cosines are in two blocks; this exercise asks for the interleaved layout "
-                     "(sin at 2i, cos at 2i+1)", _table(n, d, layout="blocks")),
-                ),
-                hint="PE[p, 2i] = sin(p / 10000**(2i/d_model)), PE[p, 2i+1] = cos(p / 10000**(2i/d_model)), "
-                "with i the pair index 0 ... d_model/2 - 1",
-            )
-        )
-    return _run("sinusoidal_table", fn, cases)
+    for n, d, hidden in sizes:
+        cases.append(Case(
+            f"sinusoidal_table({n}, {d})", (n, d), _table(n, d), atol=1e-5, hidden=hidden,
+            mistakes=(
+                ("the cosine uses exponent (2i+1)/d_model; sine and cosine of one pair share the frequency "
+                 "base^(-2i/d_model) (the error of source 002, 7.3.2)", _table(n, d, exponent="2i+1 for cos")),
+                ("fast and slow dimensions are swapped: dimension 0 must have frequency 1 (wavelength 2*pi) and the "
+                 "last pair the lowest frequency", _table(n, d, exponent="swapped")),
+                ("the exponent is i/d_model; with i the pair index it must be 2i/d_model", _table(n, d, exponent="no 2")),
+                ("positions are multiplied by base^(2i/d_model); they must be divided by it", _table(n, d, exponent="multiply")),
+                ("sines and cosines are in two blocks; this exercise asks for the interleaved layout "
+                 "(sin at 2i, cos at 2i+1)", _table(n, d, layout="blocks")),
+            ),
+            hint="PE[p, 2i] = sin(p / 10000**(2i/d_model)), PE[p, 2i+1] = cos(p / 10000**(2i/d_model)), "
+            "with i the pair index 0 ... d_model/2 - 1",
+        ))
+    return cases
 
 
 def _shift(k: float, d: int, base: float = 10000.0, transpose: bool = False) -> np.ndarray:
@@ -302,57 +453,51 @@ def _shift(k: float, d: int, base: float = 10000.0, transpose: bool = False) -> 
     return m
 
 
-@_register("shift_matrix", "shift_matrix", "shift_theorem", "the matrix M_k with PE(p + k) = M_k PE(p)")
-def check_shift_matrix(fn: Callable[[int, int], Any]) -> CheckReport:
+@_register("shift_matrix", "shift_matrix", "shift_theorem", "the matrix M_k with PE(p + k) = M_k PE(p)",
+           library=("course_pe.sinusoidal.shift_matrix",))
+def _shift_matrix_cases(rng: np.random.Generator | None) -> list[Case]:
     """``fn(k, d_model)`` must return ``M_k`` (interleaved layout) with ``PE(p + k) = M_k @ PE(p)``."""
-    cases = []
-    for k, d in [(0, 2), (1, 2), (3, 8), (-5, 8), (100, 16)]:
-        cases.append(
-            _Case(
-                f"shift_matrix({k}, {d})",
-                lambda f, k=k, d=d: f(k, d),
-                _shift(k, d),
-                _close(1e-6),
-                mistakes=(
-                    ("your matrix shifts by -k: the 2x2 blocks are transposed (the sin entries have the wrong signs)",
-                     _shift(k, d, transpose=True)),
-                ),
-                hint="block i acts on (sin, cos) = (PE[2i], PE[2i+1]); expand sin((p+k)w) and cos((p+k)w) with the "
-                "angle-addition formulas",
-            )
-        )
-    return _run("shift_matrix", fn, cases)
+    sizes = [(0, 2, False), (1, 2, False), (3, 8, False), (-5, 8, False), (100, 16, False)]
+    if rng is not None:
+        sizes += [(int(rng.integers(-300, 301)), _even(rng, 2, 32), True) for _ in range(2)]
+    return [
+        Case(f"shift_matrix({k}, {d})", (k, d), _shift(k, d), atol=1e-6, atol32=1e-4, hidden=hidden,
+             mistakes=(("your matrix shifts by -k: the 2x2 blocks are transposed (the sin entries have the wrong "
+                        "signs)", _shift(k, d, transpose=True)),),
+             hint="block i acts on (sin, cos) = (PE[2i], PE[2i+1]); expand sin((p+k)w) and cos((p+k)w) with the "
+             "angle-addition formulas")
+        for k, d, hidden in sizes
+    ]
 
 
 @_register("add_positional_encoding", "add_positional_encoding", "model_input",
-           "add the sinusoidal table to a batch-first input, with the sqrt(d_model) scale")
-def check_add_positional_encoding(fn: Callable[[torch.Tensor], Any]) -> CheckReport:
-    """``fn(embeddings)`` with ``embeddings`` of shape ``(batch, seq, d_model)`` must return
+           "add the sinusoidal table to a batch-first input, with the sqrt(d_model) scale",
+           library=("course_pe.sinusoidal.SinusoidalPositionalEncoding.forward",))
+def _add_positional_encoding_cases(rng: np.random.Generator | None) -> list[Case]:
+    """``fn(embeddings)`` with ``embeddings`` of shape ``(batch, seq, d_model)`` (float64 tensor) must return
     ``sqrt(d_model) * embeddings + PE[:seq]`` (interleaved table, base 10000)."""
+    g = np.random.default_rng(0)
+    sizes = [(1, 1, 4, False), (2, 5, 8, False), (3, 7, 16, False), (1, 12, 6, False)]
+    if rng is not None:
+        sizes += [(int(rng.integers(1, 4)), int(rng.integers(1, 21)), _even(rng, 2, 32), True) for _ in range(2)]
     cases = []
-    g = torch.Generator().manual_seed(0)
-    for b, s, d in [(1, 1, 4), (2, 5, 8), (3, 7, 16), (1, 12, 6)]:
-        x = torch.randn(b, s, d, generator=g, dtype=torch.float64)
-        table = torch.from_numpy(_table(s, d))
-        expected = math.sqrt(d) * x + table
-        seq_first_bug = math.sqrt(d) * x + torch.from_numpy(_table(b, d))[:, None, :]  # pe[:batch] broadcast
-        cases.append(
-            _Case(
-                f"embeddings of shape ({b}, {s}, {d})",
-                lambda f, x=x: f(x.clone()),
-                expected,
-                _close(1e-6),
-                mistakes=(
-                    ("the table was indexed with the batch size: a (max_len, 1, d) table sliced with x.size(0) and added "
-                     "to a batch-first input gives every position the encoding of position 0..batch-1 (the silent bug "
-                     "of source 003, 5.2)", seq_first_bug),
-                    ("the embeddings are not scaled by sqrt(d_model)", x + table),
-                    ("the embeddings are divided, not multiplied, by sqrt(d_model)", x / math.sqrt(d) + table),
-                ),
-                hint="the sequence axis of a batch-first input is dimension 1; broadcast PE[:seq] over the batch",
-            )
-        )
-    return _run("add_positional_encoding", fn, cases)
+    for b, s, d, hidden in sizes:
+        x = (rng if hidden else g).standard_normal((b, s, d))
+        table = _table(s, d)
+        seq_first_bug = math.sqrt(d) * x + _table(b, d)[:, None, :]  # pe[:batch] broadcast over the sequence
+        cases.append(Case(
+            f"embeddings of shape ({b}, {s}, {d})", (torch.from_numpy(x),), math.sqrt(d) * x + table, atol=1e-6,
+            hidden=hidden,
+            mistakes=(
+                ("the table was indexed with the batch size: a (max_len, 1, d) table sliced with x.size(0) and added "
+                 "to a batch-first input gives every position the encoding of position 0..batch-1 (the silent bug "
+                 "of source 003, 5.2)", seq_first_bug),
+                ("the embeddings are not scaled by sqrt(d_model)", x + table),
+                ("the embeddings are divided, not multiplied, by sqrt(d_model)", x / math.sqrt(d) + table),
+            ),
+            hint="the sequence axis of a batch-first input is dimension 1; broadcast PE[:seq] over the batch",
+        ))
+    return cases
 
 
 # --------------------------------------------------------------------------- Part II
@@ -374,60 +519,64 @@ def _rope(x: np.ndarray, positions: np.ndarray, *, exponent_scale: float = 2.0, 
     return out
 
 
-@_register("rope_rotation", "rope_rotation", "rope_implementation", "rotate (seq, head_dim) vectors by RoPE, interleaved")
-def check_rope_rotation(fn: Callable[[torch.Tensor, torch.Tensor], Any]) -> CheckReport:
-    """``fn(x, positions)``: ``x`` of shape ``(seq, head_dim)``, ``positions`` a ``(seq,)`` long tensor; returns
-    the interleaved RoPE rotation with base 10000."""
-    g = torch.Generator().manual_seed(1)
+@_register("rope_rotation", "rope_rotation", "rope_implementation", "rotate (seq, head_dim) vectors by RoPE, interleaved",
+           library=("course_pe.rope.apply_rope", "course_pe.rope.rotate_with_cos_sin",
+                    "course_pe.rope.RotaryEmbedding.forward"))
+def _rope_rotation_cases(rng: np.random.Generator | None) -> list[Case]:
+    """``fn(x, positions)``: ``x`` a float64 tensor of shape ``(seq, head_dim)``, ``positions`` a ``(seq,)`` long
+    tensor; returns the interleaved RoPE rotation with base 10000."""
+    g = np.random.default_rng(1)
+    sizes = [(1, 2, [0], False), (3, 2, [0, 1, 2], False), (4, 8, [0, 5, 17, 1000], False),
+             (5, 64, [3, 1, 4, 1, 5], False)]
+    if rng is not None:
+        for _ in range(2):
+            seq = int(rng.integers(1, 9))
+            sizes.append((seq, _even(rng, 2, 32), [int(p) for p in rng.integers(0, 513, seq)], True))
     cases = []
-    for seq, d, pos in [(1, 2, [0]), (3, 2, [0, 1, 2]), (4, 8, [0, 5, 17, 1000]), (5, 64, [3, 1, 4, 1, 5])]:
-        x = torch.randn(seq, d, generator=g, dtype=torch.float64)
-        p = torch.tensor(pos)
-        xn, pn = x.numpy(), np.asarray(pos, dtype=np.float64)
-        cases.append(
-            _Case(
-                f"x of shape ({seq}, {d}), positions {pos}",
-                lambda f, x=x, p=p: f(x.clone(), p.clone()),
-                _rope(xn, pn),
-                _close(1e-6),
-                mistakes=(
-                    ("the exponent is doubled: arange(0, d, 2) already equals 2i, so base ** (-2 * arange(0, d, 2) / d) "
-                     "uses 4i/d (the bug of source 004, Q4)", _rope(xn, pn, exponent_scale=4.0)),
-                    ("you rotate clockwise (by -p*theta); RoPE turns (a, b) into (a cos - b sin, a sin + b cos)",
-                     _rope(xn, pn, sign=-1.0)),
-                    ("you pair dimension i with i + d/2 (the half layout); this exercise pairs 2i with 2i+1",
-                     _rope(xn, pn, layout="half")),
-                ),
-                hint="theta_i = 10000 ** (-2i / head_dim) for pair i = 0 ... head_dim/2 - 1; rotate (x[2i], x[2i+1]) "
-                "by positions * theta_i",
-            )
-        )
-    return _run("rope_rotation", fn, cases)
+    for seq, d, pos, hidden in sizes:
+        xn, pn = (rng if hidden else g).standard_normal((seq, d)), np.asarray(pos, dtype=np.float64)
+        cases.append(Case(
+            f"x of shape ({seq}, {d}), positions {pos}", (torch.from_numpy(xn), torch.tensor(pos)), _rope(xn, pn),
+            atol=1e-6, atol32=5e-4, hidden=hidden,  # float32 angles near 1000 carry errors of ~1e-4
+            mistakes=(
+                ("the exponent is doubled: arange(0, d, 2) already equals 2i, so base ** (-2 * arange(0, d, 2) / d) "
+                 "uses 4i/d (the bug of source 004, Q4)", _rope(xn, pn, exponent_scale=4.0)),
+                ("you rotate clockwise (by -p*theta); RoPE turns (a, b) into (a cos - b sin, a sin + b cos)",
+                 _rope(xn, pn, sign=-1.0)),
+                ("you pair dimension i with i + d/2 (the half layout); this exercise pairs 2i with 2i+1",
+                 _rope(xn, pn, layout="half")),
+            ),
+            hint="theta_i = 10000 ** (-2i / head_dim) for pair i = 0 ... head_dim/2 - 1; rotate (x[2i], x[2i+1]) "
+            "by positions * theta_i",
+        ))
+    return cases
 
 
-@_register("t5_bucket", "t5_bucket", "relative", "T5 relative-position buckets for key - query")
-def check_t5_bucket(fn: Callable[..., Any]) -> CheckReport:
-    """``fn(relative_position, bidirectional, num_buckets, max_distance)`` for a long tensor of
-    ``key - query`` offsets; returns bucket ids like T5."""
+@_register("t5_bucket", "t5_bucket", "relative", "T5 relative-position buckets for key - query",
+           library=("course_pe.t5.t5_relative_position_bucket", "course_pe.t5.T5RelativeBias.forward"))
+def _t5_bucket_cases(rng: np.random.Generator | None) -> list[Case]:
+    """``fn(relative_position, bidirectional, num_buckets, max_distance)`` for a long tensor of ``key - query``
+    offsets; returns bucket ids (an integer tensor) like T5."""
+    settings = [(True, 32, 128, False), (False, 32, 128, False), (True, 8, 20, False)]
+    if rng is not None:
+        for _ in range(2):
+            nb = int(rng.choice([8, 16, 32, 64]))
+            settings.append((bool(rng.integers(0, 2)), nb, int(rng.integers(nb, 4 * nb + 1)), True))
     cases = []
-    for bidirectional, nb, md in [(True, 32, 128), (False, 32, 128), (True, 8, 20)]:
-        rel = torch.arange(-200, 201)
+    for bidirectional, nb, md, hidden in settings:
+        rel = torch.arange(-300, 301) if hidden else torch.arange(-200, 201)
         # reference: the library's implementation, itself tested against an independent one (tests/test_relative.py)
         expected = t5_relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=nb, max_distance=md).numpy()
         flipped = t5_relative_position_bucket(-rel, bidirectional=bidirectional, num_buckets=nb, max_distance=md).numpy()
-        cases.append(
-            _Case(
-                f"offsets -200 ... 200, bidirectional={bidirectional}, num_buckets={nb}, max_distance={md}",
-                lambda f, rel=rel, b=bidirectional, nb=nb, md=md: f(rel.clone(), b, nb, md),
-                expected,
-                _equal,
-                mistakes=(("you used query - key; the convention here (and T5's) is relative_position = key - query",
-                           flipped),),
-                hint="exact buckets below num_buckets/4 (bidirectional) or /2 (causal), then logarithmic up to "
-                "max_distance, then the last bucket; keys to the right get the upper half when bidirectional",
-            )
-        )
-    return _run("t5_bucket", fn, cases)
+        cases.append(Case(
+            f"offsets {int(rel[0])} ... {int(rel[-1])}, bidirectional={bidirectional}, num_buckets={nb}, "
+            f"max_distance={md}", (rel, bidirectional, nb, md), expected, exact=True, dtypes=INT_DTYPES, hidden=hidden,
+            mistakes=(("you used query - key; the convention here (and T5's) is relative_position = key - query",
+                       flipped),),
+            hint="exact buckets below num_buckets/4 (bidirectional) or /2 (causal), then logarithmic up to "
+            "max_distance, then the last bucket; keys to the right get the upper half when bidirectional",
+        ))
+    return cases
 
 
 def _alibi(n: int) -> list[float]:
@@ -438,49 +587,43 @@ def _alibi(n: int) -> list[float]:
     return pow2(closest) + (pow2(2 * closest)[0::2][: n - closest] if closest != n else [])
 
 
-@_register("alibi_slopes", "alibi_slopes", "relative", "ALiBi head slopes, including non-powers of two")
-def check_alibi_slopes(fn: Callable[[int], Any]) -> CheckReport:
-    """``fn(num_heads)`` returns the ``num_heads`` ALiBi slopes of Press et al."""
-    cases = []
-    for n in (1, 2, 8, 16, 6, 12, 20):
-        naive = [2.0 ** (-8.0 * (k + 1) / n) for k in range(n)]
-        cases.append(
-            _Case(
-                f"alibi_slopes({n})",
-                lambda f, n=n: f(n),
-                _alibi(n),
-                _close(1e-9),
-                mistakes=(("you used 2^(-8(h+1)/n) for every n; for head counts that are not powers of two Press et al. "
-                           "take the slopes of the nearest lower power of two, then every other slope of the next one",
-                           naive),),
-                hint="for a power of two n the slopes are 2^(-8/n), 2^(-16/n), ..., 2^(-8)",
-            )
-        )
-    return _run("alibi_slopes", fn, cases)
+@_register("alibi_slopes", "alibi_slopes", "relative", "ALiBi head slopes, including non-powers of two",
+           library=("course_pe.alibi.alibi_slopes",))
+def _alibi_slopes_cases(rng: np.random.Generator | None) -> list[Case]:
+    """``fn(num_heads)`` returns the ``num_heads`` ALiBi slopes of Press et al. (a list or a 1-D tensor)."""
+    counts = [(n, False) for n in (1, 2, 8, 16, 6, 12, 20)]
+    if rng is not None:
+        counts += [(int(n), True) for n in rng.choice([3, 5, 7, 10, 11, 24, 40, 48], size=2, replace=False)]
+    return [
+        Case(f"alibi_slopes({n})", (n,), np.asarray(_alibi(n)), atol=1e-9, hidden=hidden,
+             mistakes=(("you used 2^(-8(h+1)/n) for every n; for head counts that are not powers of two Press et al. "
+                        "take the slopes of the nearest lower power of two, then every other slope of the next one",
+                        np.asarray([2.0 ** (-8.0 * (k + 1) / n) for k in range(n)])),),
+             hint="for a power of two n the slopes are 2^(-8/n), 2^(-16/n), ..., 2^(-8)")
+        for n, hidden in counts
+    ]
 
 
 @_register("half_to_interleaved", "half_to_interleaved", "rope_implementation",
-           "reorder the last dimension from pairs (i, i + d/2) to pairs (2i, 2i + 1)")
-def check_half_to_interleaved(fn: Callable[[torch.Tensor], Any]) -> CheckReport:
-    """``fn(x)`` reorders the last dimension of ``x`` from the half layout to the interleaved layout."""
+           "reorder the last dimension from pairs (i, i + d/2) to pairs (2i, 2i + 1)",
+           library=("course_pe.rope.half_to_interleaved", "course_pe.rope.layout_permutation"))
+def _half_to_interleaved_cases(rng: np.random.Generator | None) -> list[Case]:
+    """``fn(x)`` reorders the last dimension of the float64 tensor ``x`` from the half layout to the interleaved
+    layout (values must be moved exactly)."""
+    shapes = [((2,), False), ((4,), False), ((3, 8), False), ((2, 3, 6), False)]
+    if rng is not None:
+        shapes += [((int(rng.integers(1, 4)), _even(rng, 2, 24)), True), ((_even(rng, 2, 12),), True)]
     cases = []
-    for shape in [(2,), (4,), (3, 8), (2, 3, 6)]:
+    for shape, hidden in shapes:
         d = shape[-1]
-        x = torch.arange(math.prod(shape), dtype=torch.float64).reshape(shape)
+        x = rng.standard_normal(shape) if hidden else np.arange(math.prod(shape), dtype=np.float64).reshape(shape)
         h = d // 2
-        expected = torch.stack([x[..., :h], x[..., h:]], dim=-1).flatten(-2)
-        inverse = torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)
-        cases.append(
-            _Case(
-                f"x of shape {shape}",
-                lambda f, x=x: f(x.clone()),
-                expected,
-                _equal,
-                mistakes=(("this is the inverse permutation (interleaved -> half)", inverse),),
-                hint="output dimension 2i is input dimension i, output 2i+1 is input i + d/2",
-            )
-        )
-    return _run("half_to_interleaved", fn, cases)
+        expected = np.stack([x[..., :h], x[..., h:]], axis=-1).reshape(shape)
+        inverse = np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+        cases.append(Case(f"x of shape {shape}", (torch.from_numpy(x),), expected, exact=True, hidden=hidden,
+                          mistakes=(("this is the inverse permutation (interleaved -> half)", inverse),),
+                          hint="output dimension 2i is input dimension i, output 2i+1 is input i + d/2"))
+    return cases
 
 
 # --------------------------------------------------------------------------- Part III
@@ -488,28 +631,39 @@ def check_half_to_interleaved(fn: Callable[[torch.Tensor], Any]) -> CheckReport:
 
 @_register("extrapolation_gap", "extrapolation_gap", "extrapolation",
            "mean loss beyond the training length minus mean loss within it")
-def check_extrapolation_gap(fn: Callable[[torch.Tensor, int], Any]) -> CheckReport:
+def _extrapolation_gap_cases(rng: np.random.Generator | None) -> list[Case]:
     """``fn(loss_by_position, train_length)``: mean loss at positions ``>= train_length`` minus the mean at
     positions ``< train_length``, as a Python float; NaN entries (unscored positions) are ignored."""
+    data = [([1.0, 1.0, 2.0, 4.0], 2, False), ([3.0, 1.0, 1.0, 1.0, 1.0, 1.0], 3, False),
+            ([float("nan"), 2.0, 2.0, 5.0, 5.0], 3, False)]
+    if rng is not None:
+        for _ in range(2):
+            length = int(rng.integers(2, 11))
+            losses = np.round(rng.uniform(0.5, 5.0, length + int(rng.integers(1, 11))), 3)
+            if length >= 3:
+                losses[int(rng.integers(0, length))] = np.nan
+            data.append(([float(v) for v in losses], length, True))
     cases = []
-    for losses, length in [
-        ([1.0, 1.0, 2.0, 4.0], 2),
-        ([3.0, 1.0, 1.0, 1.0, 1.0, 1.0], 3),
-        ([float("nan"), 2.0, 2.0, 5.0, 5.0], 3),
-    ]:
-        t = torch.tensor(losses, dtype=torch.float64)
-        inside, outside = t[:length], t[length:]
-        expected = float(outside.nanmean() - inside.nanmean())
-        off_by_one = float(t[length - 1 :].nanmean() - t[: length - 1].nanmean())
-        cases.append(
-            _Case(
-                f"losses {losses}, train_length {length}",
-                lambda f, t=t, length=length: f(t.clone(), length),
-                expected,
-                _close(1e-9),
-                mistakes=(("off by one: positions 0 ... L-1 were seen in training, position L is the first unseen one",
-                           off_by_one),),
-                hint="positions are 0-based; ignore NaN with torch.nanmean",
-            )
-        )
-    return _run("extrapolation_gap", fn, cases)
+    for losses, length, hidden in data:
+        t = np.asarray(losses, dtype=np.float64)
+        expected = np.nanmean(t[length:]) - np.nanmean(t[:length])
+        off_by_one = np.nanmean(t[length - 1 :]) - np.nanmean(t[: length - 1])
+        shown = [round(v, 3) for v in losses]
+        cases.append(Case(
+            f"losses {shown}, train_length {length}", (torch.from_numpy(t), length), np.asarray(expected), atol=1e-9,
+            hidden=hidden,
+            mistakes=(("off by one: positions 0 ... L-1 were seen in training, position L is the first unseen one",
+                       np.asarray(off_by_one)),),
+            hint="positions are 0-based; ignore NaN with torch.nanmean",
+        ))
+    return cases
+
+
+check_sinusoidal_table = EXERCISES["sinusoidal_table"].check
+check_shift_matrix = EXERCISES["shift_matrix"].check
+check_add_positional_encoding = EXERCISES["add_positional_encoding"].check
+check_rope_rotation = EXERCISES["rope_rotation"].check
+check_t5_bucket = EXERCISES["t5_bucket"].check
+check_alibi_slopes = EXERCISES["alibi_slopes"].check
+check_half_to_interleaved = EXERCISES["half_to_interleaved"].check
+check_extrapolation_gap = EXERCISES["extrapolation_gap"].check
