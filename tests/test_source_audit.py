@@ -113,11 +113,38 @@ def block_of(key: str, quote: str) -> dict:
     return next(b for b in run_sources.extract_blocks(text) if b["start"] <= line <= b["end"])
 
 
+_RUNS: dict = {}
+
+
 def run(key: str, *starts: int) -> dict:
+    """The runner's records of the Python blocks of ``key`` opening on ``starts`` (each block run once per session)."""
     needs_sources()
-    path = SOURCES / CATALOGUE["sources"][key]["file"]
-    result = run_sources.audit_source(key, path, TIMEOUT, starts=set(starts))
-    return {r["lines"][0]: r for r in result["blocks"] if r.get("lang") == "python"}
+    todo = {s for s in starts if (key, s) not in _RUNS}
+    if todo:
+        path = SOURCES / CATALOGUE["sources"][key]["file"]
+        for record in run_sources.audit_source(key, path, TIMEOUT, starts=todo)["blocks"]:
+            if record.get("lang") == "python":
+                _RUNS[key, record["lines"][0]] = record
+    return {s: _RUNS[key, s] for s in starts}
+
+
+@pytest.mark.parametrize("key", sorted(RECORDS))
+def test_every_python_block_runs_as_its_record_says(key):
+    """Each Python block has a record item with ``run:``; running the block verbatim ends that way."""
+    needs_sources()
+    python = [b for b in run_sources.extract_blocks(source_text(key)) if b["lang"] == "python"]
+    expected = {}
+    for item in RECORDS[key]:
+        if "run" in item:
+            start = int(item["block"].split("-")[0])
+            assert expected.setdefault(start, item["run"]) == item["run"], (key, start)
+    assert set(expected) == {b["start"] for b in python}, f"{key}: Python blocks without a recorded run verdict"
+    if not expected:
+        return
+    for start, record in run(key, *expected).items():
+        verbatim = record["verbatim"]
+        outcome = "ok" if verbatim["status"] == "ok" else verbatim.get("exception")
+        assert outcome == expected[start], f"{key} block at line {start}: recorded {expected[start]}, got {outcome}"
 
 
 def test_every_python_block_gets_a_record_and_nothing_is_skipped_silently():

@@ -172,7 +172,7 @@ def run_code(code: str, timeout: float) -> dict:
             out = err.stdout.decode("utf-8", "replace") if isinstance(err.stdout, bytes) else (err.stdout or "")
             return {"status": "timeout", "rc": None, "stdout": out, "stderr": f"timed out after {timeout} s",
                     "exception": "timeout", "message": f"still running after {timeout} s"}
-    stderr = proc.stderr.replace(str(block), "block.py").replace(tmp, "<tmp>")
+    stderr = proc.stderr.replace(str(block), "block.py").replace(tmp, "<tmp>").replace(sys.prefix, "<python>")
     result = {"rc": proc.returncode, "stdout": proc.stdout, "stderr": stderr[-4000:]}
     if proc.returncode == 0:
         result["status"] = "ok"
