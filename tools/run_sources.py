@@ -18,6 +18,10 @@ For each source in ``book/reference/errata.yml`` (``sources:``) the script
 6. where a block fails only because it relies on names imported by an earlier block of the same source, it also runs
    it after those earlier ``import`` lines (labelled ``with_earlier_imports``).
 
+The committed summary book/reference/audit/run_sources.json was written with
+``python tools/run_sources.py --out book/reference/audit/run_sources.json``; the audit records
+(book/reference/audit/00N.yml) state each block's outcome, and tests/test_source_audit.py re-runs the blocks to check it.
+
 Nothing is skipped silently: non-Python blocks are listed with the reason they are not run (another language, a
 shell command, math, a diagram, a printed output). The summary is written as JSON (``--out``, default stdout).
 """
