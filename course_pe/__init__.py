@@ -73,6 +73,7 @@ from .tasks import (
     SortTask,
 )
 from .training import PositionReport, TrainConfig, TrainResult, evaluate_by_position, train
+from .training import SeedsResult, evaluate_seeds, init_seeds, seed_streams, train_seeds
 
 __version__ = "0.1.0"
 
@@ -138,4 +139,10 @@ __all__ = [
     "TransformerBlock",
     "yarn_correction_range",
     "YaRNScaling",
+    # several seeds as one batched model
+    "evaluate_seeds",
+    "init_seeds",
+    "seed_streams",
+    "SeedsResult",
+    "train_seeds",
 ]
