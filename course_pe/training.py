@@ -241,7 +241,7 @@ class SeedsResult:
 
     @property
     def final_losses(self) -> torch.Tensor:
-        """Mean loss over the last tenth of the steps, per seed: ``(num_seeds,)``."""
+        """Per-seed mean loss over the last tenth of the steps, shape ``(num_seeds,)``."""
         tail = max(1, self.losses.shape[0] // 10)
         return self.losses[-tail:].mean(0)
 
