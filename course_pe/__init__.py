@@ -85,6 +85,7 @@ from .tasks import (
     SortTask,
 )
 from .training import PositionReport, TrainConfig, TrainResult, evaluate_by_position, train
+from .training import SeedsResult, evaluate_seeds, init_seeds, seed_streams, train_seeds
 
 __version__ = "0.1.0"
 
@@ -160,4 +161,10 @@ __all__ = [
     "rope_2d",
     "rope_2d_frequencies",
     "xpos_scale",
+    # several seeds as one batched model
+    "evaluate_seeds",
+    "init_seeds",
+    "seed_streams",
+    "SeedsResult",
+    "train_seeds",
 ]

@@ -114,6 +114,12 @@ def _default_cos_sin(
     return rope_cos_sin(positions, inv_freq, dtype=dtype)
 
 
+def _transformed(x: torch.Tensor) -> bool:
+    """True inside ``torch.func`` transforms (``vmap``, ``grad``), whose tensors cannot be written with ``out=``."""
+    check = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", None)
+    return bool(check is not None and check(x))
+
+
 def rotate_with_cos_sin(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: RopeLayout = "interleaved"
 ) -> torch.Tensor:
@@ -144,8 +150,8 @@ def rotate_with_cos_sin(
         # One fused complex multiply: (a + ib)(cos + i sin). Reads x once, writes the result once.
         z = torch.view_as_complex(xc.view(*xc.shape[:-1], half, 2))
         out = torch.view_as_real(z * torch.complex(cos, sin)).view(xc.shape)
-    elif torch.is_grad_enabled() and (xc.requires_grad or cos.requires_grad or sin.requires_grad):
-        # Differentiable path (training): the same arithmetic, out of place.
+    elif (torch.is_grad_enabled() and (xc.requires_grad or cos.requires_grad or sin.requires_grad)) or _transformed(xc):
+        # Differentiable path (training, or inside vmap): the same arithmetic, out of place.
         if layout == "interleaved":
             a, b = xc[..., 0::2], xc[..., 1::2]
             out = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)

@@ -19,7 +19,8 @@ multiplied (1.0 unless the method defines one).
 ``DynamicNTKScaling``      NTK with ``s`` replaced by ``s L'/L - (s - 1)``, ``L' = max(seq_len, L)``
 ``YaRNScaling``            YaRN (Peng et al., 2023): per-pair ramp between interpolation and
                            extrapolation, plus attention factor ``0.1 ln s + 1``
-``Llama3Scaling``          Llama 3 (Meta, 2024): long wavelengths divided by ``s``, short ones
+``Llama3Scaling``          Llama 3.1 (Meta's reference code ``apply_scaling``, 2024; Hugging Face
+                           ``rope_type="llama3"``): long wavelengths divided by ``s``, short ones
                            kept, a smooth blend between
 =========================  =====================================================================
 """
@@ -82,7 +83,13 @@ class DynamicNTKScaling:
     """NTK scaling whose strength grows with the current sequence length.
 
     For ``seq_len <= original_max_positions`` the frequencies are the original ones. Beyond it,
-    ``base' = base * (factor * seq_len / L - (factor - 1)) ** (d / (d - 2))``.
+    ``base' = base * (factor * seq_len / L - (factor - 1)) ** (d / (d - 2))`` (Hugging Face's formula).
+
+    The effective NTK factor ``s' = s L'/L - (s - 1)`` is 1 at ``L' = L`` and grows by ``s`` per original length: at
+    ``L' = s L`` it is ``s**2 - s + 1``, not ``s`` (25 at ``4L`` and 57 at ``8L`` for ``s = 8``), so a ``factor``
+    above 1 stretches more than the length requires. ``factor = 1`` gives ``s' = L'/L``, the "Dynamic
+    Scaling" of the YaRN paper. With a KV cache, keys rotated under the frequencies of an earlier, shorter length are
+    mixed with queries rotated under the current ones (Hugging Face caches keys after rotation).
     """
 
     factor: float
@@ -99,8 +106,10 @@ class YaRNScaling:
 
     Pairs that complete more than ``beta_fast`` rotations within ``original_max_positions`` keep
     their frequency; pairs with fewer than ``beta_slow`` rotations are interpolated (divided by
-    ``factor``); a linear ramp blends the pairs between. The correction range is floored and
-    ceiled to whole pair indices. cos and sin are multiplied by ``attention_factor``
+    ``factor``); a ramp blends the pairs between, linear in the *pair index* (as in the YaRN reference code and
+    Hugging Face), which is linear in the logarithm of the number of turns; the paper writes its ramp
+    ``gamma(r) = (r - alpha) / (beta - alpha)`` linear in the number of turns ``r`` itself, which keeps less of the
+    pairs inside the range. The correction range is floored and ceiled to whole pair indices. cos and sin are multiplied by ``attention_factor``
     (default ``0.1 * ln(factor) + 1``), so logits are scaled by its square.
     """
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import torch
@@ -22,7 +23,19 @@ from ._validation import check_positive_int
 from .reproducibility import make_generator
 from .tasks import IGNORE, Batch
 
-__all__ = ["PositionReport", "TrainConfig", "TrainResult", "evaluate_by_position", "train"]
+__all__ = [
+    "DATA_SEED_OFFSET",
+    "PositionReport",
+    "SeedsResult",
+    "TrainConfig",
+    "TrainResult",
+    "evaluate_by_position",
+    "evaluate_seeds",
+    "init_seeds",
+    "seed_streams",
+    "train",
+    "train_seeds",
+]
 
 
 class Task(Protocol):
@@ -160,3 +173,216 @@ def evaluate_by_position(
         loss=torch.where(count > 0, loss_sum / count.clamp(min=1), nan),
         accuracy=torch.where(count > 0, correct / count.clamp(min=1), nan),
     )
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Several seeds of one configuration, trained together as one batched model.
+# --------------------------------------------------------------------------------------------------------------------
+
+#: Offset between a seed's initialisation seed and its data seed (see :func:`seed_streams`).
+DATA_SEED_OFFSET = 1_000_003
+
+
+def seed_streams(seed: int) -> tuple[int, int]:
+    """The ``(init_seed, data_seed)`` pair that one experiment seed stands for.
+
+    An experiment "seed" in this course varies both the model initialisation and the training data: the model is
+    built under ``torch.manual_seed(init_seed)`` and its batches come from ``make_generator(data_seed)``. The two are
+    kept apart so that the initialisation and the data of one seed are not drawn from the same stream.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    return seed, seed + DATA_SEED_OFFSET
+
+
+def init_seeds(make_model: Callable[[], nn.Module], seeds: Sequence[int]) -> list[nn.Module]:
+    """One model per seed, each built by ``make_model()`` right after ``torch.manual_seed(init_seed)``.
+
+    ``make_model`` is a function of no arguments (for example ``lambda: TinyTransformer(...)``); the models must
+    all have the same architecture, as :func:`train_seeds` trains them together.
+    """
+    if not callable(make_model):
+        raise TypeError(f"make_model must be a function returning an nn.Module, got {type(make_model).__name__}")
+    seeds = _check_seeds(seeds)
+    models = []
+    for seed in seeds:
+        torch.manual_seed(seed_streams(seed)[0])
+        model = make_model()
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"make_model must return an nn.Module, got {type(model).__name__}")
+        models.append(model)
+    return models
+
+
+def _check_seeds(seeds: Sequence[int]) -> list[int]:
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
+        raise TypeError(f"seeds must be a sequence of ints, got {type(seeds).__name__}")
+    seeds = [int(seed_streams(s)[0]) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds must not be empty")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {seeds}")
+    return seeds
+
+
+@dataclass
+class SeedsResult:
+    """Loss history of :func:`train_seeds`: ``losses`` is a float64 tensor ``(steps, num_seeds)``.
+
+    ``data_seeds[k]`` is the data seed that model ``k`` was trained on.
+    """
+
+    data_seeds: list[int]
+    losses: torch.Tensor
+
+    def result(self, index: int) -> TrainResult:
+        """The history of the ``index``-th seed as a :class:`TrainResult` (as :func:`train` would return it)."""
+        return TrainResult(losses=self.losses[:, index].tolist())
+
+    @property
+    def final_losses(self) -> torch.Tensor:
+        """Per-seed mean loss over the last tenth of the steps, shape ``(num_seeds,)``."""
+        tail = max(1, self.losses.shape[0] // 10)
+        return self.losses[-tail:].mean(0)
+
+
+def _stack_check(models: Sequence[nn.Module]) -> None:
+    if isinstance(models, nn.Module) or not isinstance(models, Sequence) or not models:
+        raise TypeError("models must be a non-empty sequence of nn.Module (one per seed)")
+    first = models[0]
+    names = [(n, p.shape) for n, p in first.named_parameters()]
+    buffers = dict(first.named_buffers())
+    for i, model in enumerate(models):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"models[{i}] is a {type(model).__name__}, not an nn.Module")
+        if type(model) is not type(first) or [(n, p.shape) for n, p in model.named_parameters()] != names:
+            raise ValueError(f"models[{i}] has a different architecture from models[0]; train_seeds needs identical ones")
+        other = dict(model.named_buffers())
+        if other.keys() != buffers.keys() or any(other[k].shape != buffers[k].shape for k in buffers):
+            raise ValueError(f"models[{i}] has buffers of other names or shapes than models[0]")
+
+
+def _split_buffers(models: Sequence[nn.Module]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Buffers equal in every model (shared), and the others stacked along a leading seed axis."""
+    shared, stacked = {}, {}
+    per_model = [dict(m.named_buffers()) for m in models]
+    for name, first in per_model[0].items():
+        values = [b[name] for b in per_model]
+        if all(torch.equal(v, first) for v in values[1:]):
+            shared[name] = first
+        else:
+            stacked[name] = torch.stack(values)
+    return shared, stacked
+
+
+def _clip_per_seed(grads: list[torch.Tensor], max_norm: float) -> None:
+    """``clip_grad_norm_`` applied to each seed's slice (leading axis) of the stacked gradients, in place."""
+    per_param = torch.stack([g.flatten(1).norm(dim=1) for g in grads], dim=1)  # (seeds, params)
+    total = per_param.norm(dim=1)  # (seeds,)
+    coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+
+
+def train_seeds(
+    models: Sequence[nn.Module],
+    task: Task,
+    config: TrainConfig = TrainConfig(),
+    data_seeds: Sequence[int] | None = None,
+    *,
+    progress: bool = True,
+    description: str | None = None,
+) -> SeedsResult:
+    """Train several copies of one architecture (one per seed) together, as one batched model; in place.
+
+    Seed ``k`` is ``models[k]`` trained on batches from ``make_generator(data_seeds[k])`` with exactly the schedule,
+    optimiser (AdamW), warm-up, cosine decay and gradient clipping of :func:`train`: the result equals ``len(models)``
+    separate calls ``train(models[k], task, replace(config, seed=data_seeds[k]))`` up to float rounding (the batched
+    matrix products add in another order). ``config.seed`` is not used. ``data_seeds`` defaults to
+    ``[seed_streams(k)[1] for k in range(len(models))]``; pass ``[seed_streams(s)[1] for s in seeds]`` with models
+    from :func:`init_seeds`.
+
+    How: the parameters are stacked along a new leading "seed" axis (``torch.func.stack_module_state``) and the
+    forward pass is ``torch.func.vmap`` of ``torch.func.functional_call`` over that axis and over the batches, so one
+    call of each kernel serves every seed. Buffers (caches, fixed tables) equal in every model are shared; buffers that
+    differ are stacked too, so models that differ only in buffers (the same architecture with different RoPE scalings,
+    whose cos/sin caches are buffers) train together. The seeds' losses are summed before ``backward``; each seed's
+    parameters receive exactly its own gradient. Plain attributes come from ``models[0]``, so a forward pass that
+    rebuilds buffers from them (a RoPE cache that must grow, dynamic NTK) cannot be batched: give the models a
+    ``max_positions`` that covers the training length, and use a fixed scaling.
+
+    Returns the per-step losses, ``(steps, num_seeds)``. The trained weights are copied back into ``models``.
+    """
+    from torch.func import functional_call, stack_module_state, vmap
+
+    _stack_check(models)
+    count = len(models)
+    if data_seeds is None:
+        data_seeds = [seed_streams(k)[1] for k in range(count)]
+    if isinstance(data_seeds, (str, bytes)) or not isinstance(data_seeds, Sequence) or len(data_seeds) != count:
+        raise ValueError(f"data_seeds must be a sequence of {count} ints (one per model), got {data_seeds!r}")
+    steps = check_positive_int("steps", config.steps)
+    generators = [make_generator(int(s)) for s in data_seeds]
+    for model in models:
+        model.train()
+    params, _ = stack_module_state(list(models))  # name -> (seeds, ...), leaf tensors that require grad
+    shared, stacked = _split_buffers(models)
+    names = list(params)
+    leaves = [params[n] for n in names]
+    template = models[0]
+
+    def seed_loss(
+        p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], inputs: torch.Tensor, targets: torch.Tensor
+    ) -> torch.Tensor:
+        logits = functional_call(template, (p, b, shared), (inputs,))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
+
+    batched_loss = vmap(seed_loss, in_dims=(0, 0, 0, 0))
+    optimiser = torch.optim.AdamW(leaves, lr=config.lr, weight_decay=config.weight_decay)
+    warmup = max(1, config.warmup)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimiser,
+        lambda step: min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps)),
+    )
+    history = torch.empty(steps, count, dtype=torch.float64)
+    bar = tqdm(range(steps), desc=description, file=sys.stderr, disable=not progress, mininterval=1.0, leave=False)
+    for step in bar:
+        batches = [task.sample(config.batch_size, config.seq_len, g) for g in generators]
+        inputs = torch.stack([b.inputs for b in batches])  # (seeds, batch, seq)
+        targets = torch.stack([b.targets for b in batches])
+        losses = batched_loss(params, stacked, inputs, targets)  # (seeds,)
+        optimiser.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        if config.grad_clip:
+            _clip_per_seed([leaf.grad for leaf in leaves if leaf.grad is not None], config.grad_clip)
+        optimiser.step()
+        schedule.step()
+        history[step] = losses.detach().double()
+        if (step + 1) % config.log_every == 0 or step + 1 == steps:
+            bar.set_postfix(loss=f"{float(history[step].mean()):.3f}")
+    bar.close()
+    with torch.no_grad():
+        for k, model in enumerate(models):
+            own = dict(model.named_parameters())
+            for n in names:
+                own[n].copy_(params[n][k])
+            model.eval()
+    return SeedsResult(data_seeds=[int(s) for s in data_seeds], losses=history)
+
+
+def evaluate_seeds(
+    models: Sequence[nn.Module],
+    task: Task,
+    seq_len: int,
+    *,
+    batch_size: int = 64,
+    num_batches: int = 4,
+    seed: int = 12345,
+) -> list[PositionReport]:
+    """:func:`evaluate_by_position` for each model, on the same evaluation data (paired comparisons)."""
+    if isinstance(models, nn.Module) or not isinstance(models, Sequence) or not models:
+        raise TypeError("models must be a non-empty sequence of nn.Module")
+    return [
+        evaluate_by_position(m, task, seq_len, batch_size=batch_size, num_batches=num_batches, seed=seed)
+        for m in models
+    ]
