@@ -26,14 +26,37 @@ from dataclasses import dataclass
 
 import torch
 
+from ._validation import check_even, check_float, check_int, check_positive_int, check_str, check_tensor
 from .rope import apply_rope, rope_cos_sin
 from .rope_scaling import rope_frequencies
 
-__all__ = ["BenchmarkRow", "complex_rope", "rotate_half", "run_rope_benchmark", "textbook_rope", "time_call"]
+__all__ = [
+    "BenchmarkRow",
+    "RATIOS",
+    "benchmark_ratios",
+    "complex_rope",
+    "format_report",
+    "rotate_half",
+    "run_rope_benchmark",
+    "textbook_rope",
+    "time_call",
+]
+
+#: The ratios the course reports: name -> (numerator row, denominator row, target, "<=" or ">=").
+RATIOS: dict[str, tuple[str, str, float, str]] = {
+    "textbook half / apply_rope half": ("textbook half", "apply_rope half", 2.5, ">="),
+    "apply_rope interleaved / complex": ("apply_rope interleaved", "complex interleaved", 1.2, "<="),
+    "apply_rope interleaved / clone": ("apply_rope interleaved", "clone", 1.5, "<="),
+}
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """``(a, b) -> (-b, a)`` on the two halves of the last dimension (the textbook helper)."""
+    """``(a, b) -> (-b, a)`` on the two halves of the last dimension (the textbook helper).
+
+    ``x``: a floating tensor with an even last dimension.
+    """
+    check_tensor("x", x, "floating", min_dim=1, finite=False)
+    check_even("last dimension of x", x.shape[-1])
     half = x.shape[-1] // 2
     return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
@@ -41,19 +64,47 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 def textbook_rope(x: torch.Tensor, cos_full: torch.Tensor, sin_full: torch.Tensor) -> torch.Tensor:
     """Half-layout RoPE as usually written: ``x * cos + rotate_half(x) * sin``.
 
-    ``cos_full``/``sin_full`` have the full ``head_dim`` (each frequency repeated for both halves).
+    ``cos_full``/``sin_full`` have the full ``head_dim`` (each frequency repeated for both halves); all three
+    are floating tensors whose shapes broadcast to ``x``'s shape.
     """
+    check_tensor("x", x, "floating", min_dim=1, finite=False)
+    for name, t in (("cos_full", cos_full), ("sin_full", sin_full)):
+        check_tensor(name, t, "floating")
+        try:
+            ok = torch.broadcast_shapes(t.shape, x.shape) == x.shape
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{name} of shape {tuple(t.shape)} does not broadcast to x's shape {tuple(x.shape)}")
     return x * cos_full + rotate_half(x) * sin_full
 
 
 def complex_rope(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-    """Interleaved RoPE as a complex product; ``freqs_cis`` is ``exp(i p theta)``, shape ``(seq, head_dim // 2)``."""
-    z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    """Interleaved RoPE as a complex product; ``freqs_cis`` is ``exp(i p theta)``, shape ``(seq, head_dim // 2)``.
+
+    ``x``: floating ``(..., seq, head_dim)`` with even ``head_dim``; ``freqs_cis`` a complex tensor.
+    """
+    check_tensor("x", x, "floating", min_dim=2, finite=False)
+    check_even("last dimension of x", x.shape[-1])
+    if not isinstance(freqs_cis, torch.Tensor) or not freqs_cis.is_complex():
+        raise TypeError(f"freqs_cis must be a complex tensor, got {getattr(freqs_cis, 'dtype', type(freqs_cis).__name__)}")
+    want = (*x.shape[:-1], x.shape[-1] // 2)
+    try:
+        ok = torch.broadcast_shapes(freqs_cis.shape, want) == want
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"freqs_cis of shape {tuple(freqs_cis.shape)} does not broadcast to {want}")
+    z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], x.shape[-1] // 2, 2))
     return torch.view_as_real(z * freqs_cis).flatten(-2).type_as(x)
 
 
 def time_call(fn: Callable[[], object], *, repeats: int = 20, warmup: int = 3) -> float:
-    """Median wall time of ``fn()`` in milliseconds."""
+    """Median wall time of ``fn()`` in milliseconds (``repeats >= 1``, ``warmup >= 0`` integers)."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    repeats = check_positive_int("repeats", repeats)
+    warmup = check_int("warmup", warmup, minimum=0)
     for _ in range(warmup):
         fn()
     times = []
@@ -67,8 +118,41 @@ def time_call(fn: Callable[[], object], *, repeats: int = 20, warmup: int = 3) -
 
 @dataclass(frozen=True)
 class BenchmarkRow:
+    """One implementation's name and its median time in milliseconds (a finite number > 0)."""
+
     name: str
     milliseconds: float
+
+    def __post_init__(self) -> None:
+        check_str("name", self.name)
+        check_float("milliseconds", self.milliseconds, minimum=0.0, strict_minimum=True)
+
+
+def benchmark_ratios(rows: list[BenchmarkRow]) -> dict[str, float]:
+    """The ratios of :data:`RATIOS`, computed from ``rows`` (each row name must appear once)."""
+    if not isinstance(rows, (list, tuple)) or not all(isinstance(r, BenchmarkRow) for r in rows):
+        raise TypeError("rows must be a list of BenchmarkRow")
+    times = {r.name: r.milliseconds for r in rows}
+    if len(times) != len(rows):
+        raise ValueError(f"rows must have distinct names, got {[r.name for r in rows]}")
+    needed = {n for num, den, _, _ in RATIOS.values() for n in (num, den)}
+    missing = sorted(needed - times.keys())
+    if missing:
+        raise ValueError(f"rows lack the implementations {missing}")
+    return {label: times[num] / times[den] for label, (num, den, _, _) in RATIOS.items()}
+
+
+def format_report(rows: list[BenchmarkRow]) -> list[str]:
+    """The lines :func:`main` prints after its header: one per row (time and multiple of ``clone``), then
+    one per ratio of :data:`RATIOS` with its target."""
+    ratios = benchmark_ratios(rows)
+    clone = next(r.milliseconds for r in rows if r.name == "clone") if any(r.name == "clone" for r in rows) else None
+    if clone is None:
+        raise ValueError("rows lack the clone baseline")
+    lines = [f"  {row.name:<24} {row.milliseconds:8.2f} ms   {row.milliseconds / clone:5.2f} x clone" for row in rows]
+    for label, (_, _, target, sense) in RATIOS.items():
+        lines.append(f"  {label:<40} = {ratios[label]:.2f}x (target {sense} {target})")
+    return lines
 
 
 def run_rope_benchmark(
@@ -76,8 +160,16 @@ def run_rope_benchmark(
 ) -> list[BenchmarkRow]:
     """Time every implementation on one random float32 input of ``shape`` (batch, heads, seq, head_dim).
 
-    Also checks that they all compute the same rotation (so a fast wrong answer cannot win).
+    Also checks that they all compute the same rotation (so a fast wrong answer cannot win). ``shape`` is a
+    tuple of four positive integers with an even ``head_dim``; ``repeats >= 1`` and ``seed >= 0`` integers.
     """
+    if not isinstance(shape, tuple) or len(shape) != 4:
+        raise TypeError(f"shape must be a tuple (batch, heads, seq, head_dim), got {shape!r}")
+    for name, size in zip(("batch", "heads", "seq", "head_dim"), shape):
+        check_positive_int(f"shape {name}", size)
+    check_even("head_dim", shape[-1])
+    repeats = check_positive_int("repeats", repeats)
+    seed = check_int("seed", seed, minimum=0, maximum=2**63 - 1)
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(*shape, generator=generator)
     seq, head_dim = shape[-2], shape[-1]
@@ -112,14 +204,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     shape = (args.batch, args.heads, args.seq, args.head_dim)
     rows = run_rope_benchmark(shape, repeats=args.repeats)
-    times = {r.name: r.milliseconds for r in rows}
     print(f"RoPE on {shape} float32, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"{platform.processor() or platform.machine()}")
-    for row in rows:
-        print(f"  {row.name:<24} {row.milliseconds:8.2f} ms   {row.milliseconds / times['clone']:5.2f} x clone")
-    print(f"  textbook half / apply_rope half           = {times['textbook half'] / times['apply_rope half']:.2f}x (target >= 2.5)")
-    print(f"  apply_rope interleaved / complex          = {times['apply_rope interleaved'] / times['complex interleaved']:.2f}x (target <= 1.2)")
-    print(f"  apply_rope interleaved / clone            = {times['apply_rope interleaved'] / times['clone']:.2f}x (target <= 1.5)")
+    for line in format_report(rows):
+        print(line)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ def test_linear_and_ntk():
 def test_dynamic_ntk():
     s = DynamicNTKScaling(2.0, original_max_positions=100)
     for seq_len in (None, 50, 100):
-        torch.testing.assert_close(rope_frequencies(32, scaling=s, seq_len=seq_len)[0], rope_frequencies(32)[0])
+        got = rope_frequencies(32, scaling=s, seq_len=seq_len, dtype=torch.float64)[0]
+        torch.testing.assert_close(got, theta(32), rtol=1e-15, atol=0)
     inv, _ = rope_frequencies(32, scaling=s, seq_len=300)
     scale = 2.0 * 300 / 100 - 1.0
     torch.testing.assert_close(inv.double(), theta(32, 10000 * scale ** (32 / 30)), rtol=1e-6, atol=0)
@@ -98,3 +99,19 @@ def test_llama3_against_reference():
 def test_errors(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(base=1.0), "base must be > 1"),  # used to raise ZeroDivisionError
+        (dict(beta_slow=0.0), "beta_slow"),  # used to raise "math domain error"
+        (dict(original_max_positions=0), "original_max_positions"),
+        (dict(beta_fast=1.0, beta_slow=2.0), "beta_fast"),
+    ],
+)
+def test_yarn_correction_range_names_the_bad_argument(kwargs, match):
+    args = dict(head_dim=64, base=10000.0, original_max_positions=2048, beta_fast=32.0, beta_slow=1.0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        yarn_correction_range(**args)
