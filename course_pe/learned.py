@@ -65,7 +65,7 @@ class LearnedPositionalEmbedding(nn.Module):
         high = int(positions.max())
         if high >= self.max_positions:
             raise ValueError(
-                f"position {high} is outside this learned table, which has max_positions="
+                f"positions must be < {self.max_positions}: position {high} is outside this learned table, which has max_positions="
                 f"{self.max_positions} (positions 0 ... {self.max_positions - 1}); a learned table "
                 f"has no row for unseen positions. Use .interpolate(new_max_positions) to stretch it, "
                 f"and expect to fine-tune afterwards."
@@ -80,7 +80,7 @@ class LearnedPositionalEmbedding(nn.Module):
         check_tensor("x", x, "floating", finite=False)
         if x.dim() != 3:
             raise ValueError(
-                f"expected a batch-first input of shape (batch, seq, d_model), got shape {tuple(x.shape)}"
+                f"x must be a batch-first input of shape (batch, seq, d_model), got shape {tuple(x.shape)}"
             )
         check_last_dim("x", x, self.d_model)
         batch, seq, _ = x.shape
@@ -106,7 +106,10 @@ class LearnedPositionalEmbedding(nn.Module):
         if new_max_positions == self.max_positions:
             table = self.weight.detach().clone()
         elif self.max_positions == 1 or new_max_positions == 1:
-            raise ValueError("interpolation needs at least two positions in the old and the new table")
+            raise ValueError(
+                f"new_max_positions must be >= 2 to change the length of a table of {self.max_positions} rows "
+                "(interpolation needs at least two positions in the old and the new table)"
+            )
         else:
             # F.interpolate works on (batch, channels, length): channels = d_model.
             table = F.interpolate(

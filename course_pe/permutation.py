@@ -74,7 +74,7 @@ def permute_sequence(x: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
     _check_perm(perm)
     axis = x.dim() - 2
     if x.shape[axis] != perm.numel():
-        raise ValueError(f"perm has {perm.numel()} entries but the sequence axis has {x.shape[axis]}")
+        raise ValueError(f"perm has {perm.numel()} entries but x has {x.shape[axis]} positions on its sequence axis (dim -2)")
     return x.index_select(axis, perm.to(x.device))
 
 
@@ -90,6 +90,10 @@ def equivariance_error(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tenso
     with torch.no_grad():
         permuted_out = _tensor_result("f(permuted x)", f(permute_sequence(x, perm)))
         out = _tensor_result("f(x)", f(x))
+        if out.dim() < 2 or out.shape[-2] != x.shape[-2]:
+            raise ValueError(
+                f"f must keep the sequence axis (dim -2) of x, of length {x.shape[-2]}; f(x) has shape {tuple(out.shape)}"
+            )
         expected = permute_sequence(out, perm)
         return _max_abs_difference(permuted_out, expected)
 

@@ -182,7 +182,7 @@ def plot_loss_by_position(
         raise TypeError(f"curves must be a non-empty mapping of name -> values, got {type(curves).__name__}")
     ys = {}
     for name, values in curves.items():
-        check_str("curve name", name)
+        check_str("curves key", name)
         ys[name] = _to_numpy(values, f"curves[{name!r}]", 1)
     if train_length is not None:
         train_length = check_positive_int("train_length", train_length)

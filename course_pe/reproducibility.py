@@ -73,7 +73,7 @@ def rounded(value, digits: int | None = None, *, sig: int | None = None):
         return value.item() if isinstance(value, (np.integer, np.bool_)) else value
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
-            raise TypeError(f"rounded: expected a scalar, got a tensor of shape {tuple(value.shape)}")
+            raise TypeError(f"rounded: value must be a scalar, got a tensor of shape {tuple(value.shape)}")
         value = value.item()
         if not isinstance(value, float):
             return value
@@ -86,7 +86,7 @@ def rounded(value, digits: int | None = None, *, sig: int | None = None):
         if sig is not None:
             digits = sig - 1 - int(np.floor(np.log10(abs(x))))
         return float(round(x, digits)) + 0.0  # + 0.0 turns -0.0 into 0.0
-    raise TypeError(f"rounded: cannot round a {type(value).__name__}")
+    raise TypeError(f"rounded: value must be a number, a str or a list/tuple of them; cannot round a {type(value).__name__}")
 
 
 def glue(name: str, value, *, digits: int | None = None, sig: int | None = None, display: bool = False):

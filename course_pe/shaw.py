@@ -114,9 +114,14 @@ def shaw_attention(
     head_dim = q.shape[-1]
     num_rel = 2 * max_distance + 1
     if rel_keys.shape != (num_rel, head_dim):
-        raise ValueError(f"rel_keys must have shape ({num_rel}, {head_dim}), got {tuple(rel_keys.shape)}")
+        raise ValueError(
+            f"rel_keys must have shape (2 * max_distance + 1, head_dim) = ({num_rel}, {head_dim}) for "
+            f"max_distance={max_distance}, got {tuple(rel_keys.shape)}"
+        )
     if rel_values is not None and rel_values.shape != (num_rel, v.shape[-1]):
-        raise ValueError(f"rel_values must have shape ({num_rel}, {v.shape[-1]}), got {tuple(rel_values.shape)}")
+        raise ValueError(
+            f"rel_values must have shape (2 * max_distance + 1, d_v) = ({num_rel}, {v.shape[-1]}), got {tuple(rel_values.shape)}"
+        )
     q_len, k_len = q.shape[-2], k.shape[-2]
     idx = shaw_relative_positions(q_len, k_len, max_distance, device=q.device)  # (q_len, k_len)
     content = q @ k.transpose(-2, -1)  # (b, h, q, k)

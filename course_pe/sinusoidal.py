@@ -251,7 +251,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         check_tensor("x", x, "floating", finite=False)
         if x.dim() != 3:
             raise ValueError(
-                f"expected a batch-first input of shape (batch, seq, d_model), got shape {tuple(x.shape)}"
+                f"x must be a batch-first input of shape (batch, seq, d_model), got shape {tuple(x.shape)}"
             )
         check_last_dim("x", x, self.d_model)
         pe = self.encoding(x.shape[1], offset=offset).to(dtype=x.dtype, device=x.device)

@@ -13,6 +13,7 @@ import importlib
 import inspect
 import math
 import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -222,7 +223,6 @@ REGISTRY: dict[str, Case] = {
         lambda: dict(x=randn(2, 3, 8)),
         {"x": bad_tensor((2, 3, 8), wrong_shapes=((3, 8), (2, 3, 6), (1, 2, 3, 8))), "offset": bad_int(0)},
         call=lambda **kw: cpe.SinusoidalPositionalEncoding(8, max_len=4)(**kw),
-        mentions={"x": ""},  # shape errors say "batch-first" or "last dimension"
         extremes=[dict(x=randn(2, 0, 8)), dict(x=randn(1, 1, 8)), dict(offset=LONG), dict(x=randn(1, 3, 8, dtype=torch.float64))],
     ),
     # -------------------------------------------------------------- rope
@@ -246,7 +246,6 @@ REGISTRY: dict[str, Case] = {
             "sin": bad_tensor((3, 4), nonfinite=True, wrong_shapes=((3, 3),)),
             "layout": bad_choice(cpe.ROPE_LAYOUTS),
         },
-        mentions={"x": "", "cos": "", "sin": ""},
         extremes=[dict(x=randn(0, 8), cos=torch.ones(0, 4), sin=torch.ones(0, 4)),
                   dict(x=randn(0, 8), cos=torch.ones(0, 4), sin=torch.ones(0, 4), layout="half")],
     ),
@@ -263,7 +262,7 @@ REGISTRY: dict[str, Case] = {
             "layout": bad_choice(cpe.ROPE_LAYOUTS),
             "rotary_dim": st.one_of(bad_int(1), st.just(3), st.just(10)),
         },
-        mentions={"x": "", "positions": "positions"},
+        mentions={"positions": "positions"},
         extremes=[
             dict(x=randn(2, 0, 8)),
             dict(x=randn(2, 0, 8), layout="half"),
@@ -300,7 +299,6 @@ REGISTRY: dict[str, Case] = {
             "num_heads": st.one_of(bad_int(1), st.just(3), st.just(16)),
             "to": bad_choice(cpe.ROPE_LAYOUTS),
         },
-        mentions={"weight": "", "num_heads": ""},
         extremes=[dict(weight=randn(16)), dict(weight=randn(16, 0))],
     ),
     "rope.RotaryEmbedding": Case(
@@ -330,7 +328,6 @@ REGISTRY: dict[str, Case] = {
             "seq_len": bad_int(1),
         },
         call=lambda **kw: cpe.RotaryEmbedding(8, max_positions=4).cos_sin(**kw),
-        mentions={"positions": ""},
         extremes=[dict(positions=torch.arange(0)), dict(positions=torch.tensor([LONG])),
                   dict(positions=torch.tensor([3.0]))],
     ),
@@ -345,7 +342,6 @@ REGISTRY: dict[str, Case] = {
             ),
         },
         call=lambda **kw: cpe.RotaryEmbedding(8, max_positions=4)(**kw),
-        mentions={"x": "", "positions": ""},
         extremes=[dict(x=randn(2, 0, 8)), dict(x=randn(1, 1, 8), positions=torch.tensor([3 * 10**6]))],
     ),
     # -------------------------------------------------------------- rope_scaling
@@ -405,7 +401,6 @@ REGISTRY: dict[str, Case] = {
             "beta_fast": bad_float(0.0),
             "beta_slow": st.one_of(bad_float(0.0), st.just(40.0)),
         },
-        mentions={"beta_slow": "beta_"},
         extremes=[dict(original_max_positions=1), dict(original_max_positions=2**40)],
     ),
     # -------------------------------------------------------------- t5, alibi, shaw
@@ -470,7 +465,6 @@ REGISTRY: dict[str, Case] = {
             "mask": bad_tensor((3, 3), "bool", wrong_shapes=((4, 3),)),
             "return_weights": BAD_BOOL,
         },
-        mentions={"q": "", "k": "", "v": "", "max_distance": ""},
         extremes=[dict(q=randn(1, 2, 0, 4), k=randn(1, 2, 0, 4), v=randn(1, 2, 0, 4)),
                   dict(q=randn(1, 2, 1, 4), k=randn(1, 2, 1, 4), v=randn(1, 2, 1, 4), rel_values=None)],
     ),
@@ -485,7 +479,6 @@ REGISTRY: dict[str, Case] = {
         {"q": bad_tensor((1, 2, 3, 4), wrong_shapes=((1, 2, 3, 5),)), "k": bad_tensor((1, 2, 3, 4)),
          "v": bad_tensor((1, 2, 3, 4)), "mask": bad_tensor((3, 3), "bool"), "return_weights": BAD_BOOL},
         call=lambda **kw: cpe.ShawRelativePositions(4, 2)(**kw),
-        mentions={"q": ""},
         extremes=[dict(q=randn(1, 2, 0, 4), k=randn(1, 2, 0, 4), v=randn(1, 2, 0, 4))],
     ),
     # -------------------------------------------------------------- attention
@@ -507,7 +500,6 @@ REGISTRY: dict[str, Case] = {
             "dropout": bad_float(0.0, strict=False),
             "training": BAD_BOOL,
         },
-        mentions={"q": "", "k": "", "v": ""},
         extremes=[dict(q=randn(1, 2, 0, 4), k=randn(1, 2, 0, 4), v=randn(1, 2, 0, 4), causal=True),
                   dict(q=randn(1, 1, 1, 4), k=randn(1, 1, 1, 4), v=randn(1, 1, 1, 4))],
     ),
@@ -537,7 +529,6 @@ REGISTRY: dict[str, Case] = {
         {"x": bad_tensor((2, 3, 8), wrong_shapes=((3, 8), (2, 3, 6))), "mask": bad_tensor((3, 3), "bool", wrong_shapes=((3, 4),)),
          "return_weights": BAD_BOOL, "positions": st.just(torch.arange(3))},
         call=lambda **kw: cpe.MultiHeadAttention(8, 2)(**kw),
-        mentions={"x": ""},
         extremes=[dict(x=randn(2, 0, 8)), dict(x=randn(1, 1, 8))],
     ),
     # -------------------------------------------------------------- learned
@@ -552,7 +543,6 @@ REGISTRY: dict[str, Case] = {
         lambda: dict(positions=torch.arange(3)),
         {"positions": st.one_of(bad_tensor((3,), "integer"), index_tensors_out_of_range((3,), 0, 8))},
         call=lambda **kw: cpe.LearnedPositionalEmbedding(8, 4).lookup(**kw),
-        mentions={"positions": "position"},
         extremes=[dict(positions=torch.arange(0)), dict(positions=torch.tensor(7))],
     ),
     "learned.LearnedPositionalEmbedding.forward": Case(
@@ -561,7 +551,6 @@ REGISTRY: dict[str, Case] = {
         {"x": bad_tensor((2, 3, 4), wrong_shapes=((3, 4), (2, 3, 5))),
          "positions": st.one_of(bad_tensor((3,), "integer", wrong_shapes=((2,),)), index_tensors_out_of_range((3,), 0, 8))},
         call=lambda **kw: cpe.LearnedPositionalEmbedding(8, 4)(**kw),
-        mentions={"x": "", "positions": "position"},
         extremes=[dict(x=randn(2, 0, 4)), dict(x=randn(1, 1, 4))],
     ),
     "learned.LearnedPositionalEmbedding.interpolate": Case(
@@ -569,7 +558,6 @@ REGISTRY: dict[str, Case] = {
         lambda: dict(new_max_positions=6),
         {"new_max_positions": st.one_of(bad_int(1), st.just(1))},
         call=lambda **kw: cpe.LearnedPositionalEmbedding(4, 2).interpolate(**kw),
-        mentions={"new_max_positions": ""},
         extremes=[dict(new_max_positions=4), dict(new_max_positions=2)],
     ),
     # -------------------------------------------------------------- permutation
@@ -589,7 +577,7 @@ REGISTRY: dict[str, Case] = {
         cpe.permute_sequence, lambda: dict(x=randn(2, 3, 4), perm=torch.tensor([2, 0, 1])),
         {"x": st.sampled_from([randn(3), [1.0, 2.0], np.ones((3, 3)), randn(2, 4, 4)]),
          "perm": st.one_of(bad_tensor((3,), "integer"), st.just(torch.tensor([0, 0, 1])))},
-        mentions={"x": "", "perm": "perm"},
+        mentions={"perm": "perm"},
         extremes=[dict(x=randn(0, 4), perm=torch.arange(0)), dict(x=randn(1, 2, 3, 4))],
     ),
     "permutation.equivariance_error": Case(
@@ -597,7 +585,7 @@ REGISTRY: dict[str, Case] = {
         {"f": st.sampled_from([None, 3, "f", lambda t: [1], lambda t: t.sum(-2)]),
          "x": bad_tensor((2, 3, 4), wrong_shapes=((3,),)),
          "perm": st.one_of(bad_tensor((3,), "integer"), st.just(torch.tensor([1, 1, 0])))},
-        mentions={"f": "", "x": "", "perm": "perm"},
+        mentions={"perm": "perm"},
         extremes=[dict(x=randn(2, 0, 4), perm=torch.arange(0)), dict(x=randn(1, 1, 4), perm=torch.tensor([0]))],
     ),
     "permutation.invariance_error": Case(
@@ -605,7 +593,7 @@ REGISTRY: dict[str, Case] = {
         {"g": st.sampled_from([None, 3, "g", lambda t: 1.0]),
          "x": bad_tensor((2, 3, 4), wrong_shapes=((3,),)),
          "perm": st.one_of(bad_tensor((3,), "integer"), st.just(torch.tensor([1, 1, 0])))},
-        mentions={"g": "", "x": "", "perm": "perm"},
+        mentions={"perm": "perm"},
         extremes=[dict(x=randn(2, 0, 4), perm=torch.arange(0))],
     ),
     # -------------------------------------------------------------- model
@@ -714,7 +702,6 @@ REGISTRY: dict[str, Case] = {
         cpe.Batch, lambda: dict(inputs=torch.zeros(2, 3, dtype=torch.long), targets=torch.zeros(2, 3, dtype=torch.long)),
         {"inputs": bad_tensor((2, 3), "integer", wrong_shapes=((3,), (1, 3))),
          "targets": bad_tensor((2, 3), "integer", wrong_shapes=((3,), (1, 3)))},
-        mentions={"inputs": "", "targets": ""},
         extremes=[dict(inputs=torch.zeros(1, 0, dtype=torch.long), targets=torch.zeros(1, 0, dtype=torch.long))],
     ),
     # -------------------------------------------------------------- training
@@ -733,7 +720,6 @@ REGISTRY: dict[str, Case] = {
     "training.PositionReport": Case(
         cpe.PositionReport, lambda: dict(loss=torch.ones(3), accuracy=torch.ones(3)),
         {"loss": bad_tensor((3,), wrong_shapes=((2,), (3, 1))), "accuracy": bad_tensor((3,), wrong_shapes=((2,),))},
-        mentions={"loss": "", "accuracy": ""},
         extremes=[dict(loss=torch.ones(0), accuracy=torch.ones(0))],
     ),
     "training.PositionReport.mean_loss": Case(
@@ -776,13 +762,13 @@ REGISTRY: dict[str, Case] = {
         reproducibility.rounded, lambda: dict(value=1.23456, digits=2),
         {"value": st.sampled_from([object(), {1: 2}, torch.ones(2), 1 + 2j]), "digits": st.sampled_from([True, 1.5, "2"]),
          "sig": st.sampled_from([0, -1, True, 1.5])},
-        mentions={"value": "", "digits": "digits", "sig": ""},
+        mentions={"digits": "digits", },
         extremes=[dict(value=[], digits=1), dict(value=0.0, digits=None, sig=1)],
     ),
     "reproducibility.glue": Case(
         reproducibility.glue, lambda: dict(name="x", value=1.5, digits=1),
         {"name": st.sampled_from([3, None, "", b"x"]), "value": st.sampled_from([object(), {1: 2}, 1 + 2j])},
-        mentions={"name": "name", "value": ""},
+        mentions={"name": "name", },
         extremes=[dict(value=0.5, digits=None, sig=2)],
     ),
     # -------------------------------------------------------------- plotting
@@ -815,7 +801,6 @@ REGISTRY: dict[str, Case] = {
         {"curves": st.sampled_from([{}, None, [np.ones(3)], {"rope": np.ones((2, 2))}, {3: np.ones(3)}]),
          "train_length": bad_int(1), "floor": bad_float(None), "ax": st.sampled_from([3]),
          "title": st.sampled_from([3]), "ylabel": st.sampled_from([None])},
-        mentions={"curves": ""},
         extremes=[dict(curves={"": np.ones(1)}), dict(curves={"rope": np.array([np.nan, 1.0])}, floor=0.0)],
         examples=10,
     ),
@@ -835,7 +820,6 @@ REGISTRY: dict[str, Case] = {
         benchmark.complex_rope, lambda: dict(x=randn(3, 4), freqs_cis=torch.ones(3, 2, dtype=torch.complex64)),
         {"x": bad_tensor((3, 4), wrong_shapes=((3, 3),)),
          "freqs_cis": st.sampled_from([torch.ones(3, 2), torch.ones(3, 3, dtype=torch.complex64), None])},
-        mentions={"x": ""},
         extremes=[dict(x=randn(0, 4), freqs_cis=torch.ones(0, 2, dtype=torch.complex64))],
     ),
     "benchmark.time_call": Case(
@@ -854,20 +838,17 @@ REGISTRY: dict[str, Case] = {
                            ("clone", "textbook half", "apply_rope half", "complex interleaved", "apply_rope interleaved")]),
         {"rows": st.sampled_from([None, [1.0], [benchmark.BenchmarkRow("clone", 1.0)],
                                   [benchmark.BenchmarkRow("clone", 1.0)] * 2])},
-        mentions={"rows": ""},
     ),
     "benchmark.format_report": Case(
         benchmark.format_report,
         lambda: dict(rows=[benchmark.BenchmarkRow(n, 1.0) for n in
                            ("clone", "textbook half", "apply_rope half", "complex interleaved", "apply_rope interleaved")]),
         {"rows": st.sampled_from([None, [benchmark.BenchmarkRow("clone", 1.0)]])},
-        mentions={"rows": ""},
     ),
     "benchmark.run_rope_benchmark": Case(
         benchmark.run_rope_benchmark, lambda: dict(shape=(1, 1, 4, 4), repeats=1),
         {"shape": st.sampled_from([(1, 1, 4), (1, 1, 4, 3), (1, 0, 4, 4), [1, 1, 4, 4], (1, 1, 4.0, 4)]),
          "repeats": bad_int(1), "seed": bad_int(0)},
-        mentions={"shape": ""},
         extremes=[dict(shape=(1, 1, 1, 2))],
         examples=10,
     ),
@@ -939,7 +920,9 @@ def test_bad_input_raises_a_clear_error(key):
         except (TypeError, ValueError) as error:
             message = str(error)
             assert message, "empty error message"
-            assert case.mentions.get(argument, argument) in message, message
+            mention = case.mentions.get(argument, argument)
+            # the argument's name as a whole word (a mangled name such as "XXxXX" does not count)
+            assert re.search(rf"(?<![A-Za-z0-9_]){re.escape(mention)}(?![A-Za-z0-9_])", message), message
         else:
             pytest.fail(f"{key}({argument}={value!r}) returned {type(result).__name__} instead of raising")
         finally:
