@@ -241,6 +241,18 @@ class TestRotaryEmbedding:
         assert not torch.allclose(rope(long), plain(long))
         torch.testing.assert_close(rope(short), plain(short))  # back to the original frequencies
 
+    def test_dynamic_ntk_uses_the_module_base_and_float64(self):
+        scaling = DynamicNTKScaling(4.0, original_max_positions=16)
+        rope = RotaryEmbedding(8, base=500000.0, scaling=scaling, max_positions=16)
+        x = torch.randn(1, 40, 8, dtype=torch.float64)
+        out = rope(x)
+        new_base = 500000.0 * (4.0 * 40 / 16 - 3.0) ** (8 / 6)  # Dynamic NTK's base for length 40
+        torch.testing.assert_close(out[0], reference_rope(x[0], list(range(40)), "interleaved", base=new_base),
+                                   rtol=0, atol=1e-12)
+        assert rope.inv_freq.dtype == torch.float32  # the exposed buffer: float32 of the new frequencies
+        expected = torch.tensor([new_base ** (-2 * i / 8) for i in range(4)], dtype=torch.float64).float()
+        assert torch.equal(rope.inv_freq, expected)
+
     def test_yarn_attention_factor_scales_cos_sin(self):
         scaling = YaRNScaling(4.0, original_max_positions=64)
         rope = RotaryEmbedding(16, scaling=scaling)

@@ -124,9 +124,22 @@ def test_rejects_bad_arguments():
 class TestModule:
     def test_adds_table_to_batch_first_input(self):
         module = SinusoidalPositionalEncoding(8, max_len=16)
-        x = torch.zeros(3, 5, 8)
+        x = torch.randn(3, 5, 8, dtype=torch.float64)
         out = module(x)
-        torch.testing.assert_close(out, sinusoidal_encoding(5, 8).expand(3, 5, 8))
+        expected = torch.tensor([[reference(p, k, 8) for k in range(8)] for p in range(5)], dtype=torch.float64)
+        torch.testing.assert_close(out, x + expected, rtol=0, atol=1e-15)  # unscaled x plus the table
+
+    def test_non_finite_activations_pass_through(self):
+        x = torch.full((1, 2, 4), float("inf"))
+        assert torch.isinf(SinusoidalPositionalEncoding(4)(x)).all()  # x is an activation, not checked for finiteness
+
+    def test_blocks_layout_and_base_reach_the_module(self):
+        module = SinusoidalPositionalEncoding(8, layout="blocks", base=100.0)
+        out = module(torch.zeros(1, 3, 8, dtype=torch.float64))[0]
+        for p in range(3):
+            for i in range(4):
+                assert float(out[p, i]) == pytest.approx(math.sin(p * 100.0 ** (-2 * i / 8)), abs=1e-15)
+                assert float(out[p, 4 + i]) == pytest.approx(math.cos(p * 100.0 ** (-2 * i / 8)), abs=1e-15)
 
     def test_scale_and_offset(self):
         module = SinusoidalPositionalEncoding(4, scale_embeddings=True)
