@@ -65,7 +65,7 @@ class LearnedPositionalEmbedding(nn.Module):
         high = int(positions.max())
         if high >= self.max_positions:
             raise ValueError(
-                f"positions must be < {self.max_positions}: position {high} is outside this learned table, which has max_positions="
+                f"position {high} is outside this learned table, which has max_positions="
                 f"{self.max_positions} (positions 0 ... {self.max_positions - 1}); a learned table "
                 f"has no row for unseen positions. Use .interpolate(new_max_positions) to stretch it, "
                 f"and expect to fine-tune afterwards."
