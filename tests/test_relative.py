@@ -206,3 +206,11 @@ def test_alibi_bias_with_fewer_queries_than_keys_and_empty():
                 want = -m[h] * (i - j) if j <= i else -math.inf
                 assert float(bias[h, qi, j]) == want
     assert alibi_bias(2, 0, 3).shape == (1, 2, 0, 3)
+
+
+def test_t5_smallest_valid_bucket_counts_and_boundaries():
+    # bidirectional 4 buckets: one exact bucket per direction (max_exact = 1) is valid
+    got = t5_relative_position_bucket(torch.arange(-3, 4), bidirectional=True, num_buckets=4, max_distance=8)
+    assert got.tolist() == [t5_reference(r, True, 4, 8) for r in range(-3, 4)]
+    with pytest.raises(ValueError, match="max_distance"):  # max_distance == exact buckets: log(1) = 0 divisor
+        t5_relative_position_bucket(torch.tensor([1]), num_buckets=32, max_distance=8)

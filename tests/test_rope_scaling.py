@@ -147,3 +147,12 @@ def test_yarn_correction_range_names_the_bad_argument(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         yarn_correction_range(**args)
+
+
+def test_yarn_correction_range_accepts_small_bases_and_rejects_equal_betas():
+    d, L = 16, 64
+    corr = lambda r, base: d * math.log(L / (r * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
+    low, high = yarn_correction_range(d, 1.5, L, 32, 1)
+    assert (low, high) == (max(math.floor(corr(32, 1.5)), 0), min(math.ceil(corr(1, 1.5)), d - 1))
+    with pytest.raises(ValueError, match="beta_fast"):
+        yarn_correction_range(d, 10000.0, L, 2.0, 2.0)
