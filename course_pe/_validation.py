@@ -8,8 +8,10 @@ odd ``d_model`` or a wrong layout learns what went wrong from the message alone.
 from __future__ import annotations
 
 from collections.abc import Iterable
+import math
 import numbers
 
+import numpy as np
 import torch
 
 
@@ -46,7 +48,7 @@ def check_even(name: str, value: object) -> int:
 
 def check_positive_float(name: str, value: object) -> float:
     """Return ``value`` as a ``float`` if it is a finite number > 0, else raise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
     value = float(value)
     if not value > 0 or value == float("inf"):
@@ -57,6 +59,8 @@ def check_positive_float(name: str, value: object) -> float:
 def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
     """Return ``value`` if it is one of ``choices``, else raise naming the valid options."""
     choices = tuple(choices)
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, one of {', '.join(map(repr, choices))}; got {type(value).__name__}")
     if value not in choices:
         raise ValueError(f"unknown {name} {value!r}; expected one of {', '.join(map(repr, choices))}")
     return value  # type: ignore[return-value]
@@ -73,6 +77,161 @@ def check_probability(name: str, value: object) -> float:
 
 
 def check_last_dim(name: str, x: torch.Tensor, size: int) -> None:
-    """Raise if the last dimension of ``x`` is not ``size``."""
+    """Raise if ``x`` is not a tensor or its last dimension is not ``size``."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor, got {type(x).__name__}")
     if x.dim() == 0 or x.shape[-1] != size:
         raise ValueError(f"{name} must have last dimension {size}, got shape {tuple(x.shape)}")
+
+
+# --------------------------------------------------------------------------- scalars
+
+def check_int(name: str, value: object, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as an ``int`` if it is an integer (not a bool) in ``[minimum, maximum]``, else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def check_optional_int(name: str, value: object, *, minimum: int | None = None) -> int | None:
+    """``None`` passes through; anything else must satisfy :func:`check_int`. (A 0 is never read as "missing".)"""
+    return None if value is None else check_int(name, value, minimum=minimum)
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is a ``bool`` (or NumPy bool), else raise :class:`TypeError`.
+
+    Flags are not coerced with ``bool(...)``: ``causal="no"`` would otherwise silently mean ``True``.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+
+
+def check_float(
+    name: str,
+    value: object,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    strict_minimum: bool = False,
+) -> float:
+    """Return ``value`` as a finite ``float`` (ints accepted, bools and non-numbers rejected) within bounds."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if minimum is not None and (value <= minimum if strict_minimum else value < minimum):
+        raise ValueError(f"{name} must be {'>' if strict_minimum else '>='} {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def check_str(name: str, value: object) -> str:
+    """Return ``value`` if it is a ``str``, else raise :class:`TypeError`."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__} {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------- torch objects
+
+FLOATING_DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+INTEGER_DTYPES: tuple[torch.dtype, ...] = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+_KIND_TEXT = {
+    "floating": "a floating-point tensor (float16, bfloat16, float32 or float64)",
+    "integer": "an integer tensor (int8 ... int64 or uint8; not bool)",
+    "bool": "a bool tensor",
+    "position": "an integer or float32/float64 tensor (not bool; float16/bfloat16 cannot hold large positions)",
+}
+
+
+def _dtype_ok(dtype: torch.dtype, kind: str) -> bool:
+    if kind == "floating":
+        return dtype in FLOATING_DTYPES
+    if kind == "integer":
+        return dtype in INTEGER_DTYPES
+    if kind == "bool":
+        return dtype == torch.bool
+    if kind == "position":
+        return dtype in INTEGER_DTYPES or dtype in (torch.float32, torch.float64)
+    raise AssertionError(kind)
+
+
+def check_tensor(
+    name: str,
+    value: object,
+    kind: str,
+    *,
+    dim: int | tuple[int, ...] | None = None,
+    min_dim: int | None = None,
+    finite: bool = True,
+) -> torch.Tensor:
+    """Return ``value`` if it is a tensor of the wanted ``kind`` of dtype and number of dimensions.
+
+    ``kind`` is ``"floating"``, ``"integer"`` (bool excluded: a bool mask is not an index), ``"bool"`` or
+    ``"position"`` (integer, float32 or float64). Floating tensors must hold only finite values when ``finite``.
+    Raises :class:`TypeError` for a non-tensor or a wrong dtype and :class:`ValueError` for a wrong shape or a
+    non-finite value; every message names the argument, what was expected and what was given.
+    """
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be {_KIND_TEXT[kind]}, got {type(value).__name__}")
+    if not _dtype_ok(value.dtype, kind):
+        raise TypeError(f"{name} must be {_KIND_TEXT[kind]}, got dtype {value.dtype}")
+    if dim is not None:
+        dims = (dim,) if isinstance(dim, int) else dim
+        if value.dim() not in dims:
+            want = " or ".join(f"{d}-D" for d in dims)
+            raise ValueError(f"{name} must be {want}, got shape {tuple(value.shape)}")
+    if min_dim is not None and value.dim() < min_dim:
+        raise ValueError(f"{name} must have at least {min_dim} dimensions, got shape {tuple(value.shape)}")
+    if finite and value.dtype.is_floating_point and value.numel() and not bool(torch.isfinite(value).all()):
+        raise ValueError(f"{name} must hold only finite values (no NaN or inf)")
+    return value
+
+
+def check_dtype(name: str, value: object, kind: str = "floating") -> torch.dtype:
+    """Return ``value`` if it is a ``torch.dtype`` of the wanted kind (``"floating"`` by default)."""
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype, got {type(value).__name__} {value!r}")
+    if not _dtype_ok(value, kind):
+        raise TypeError(f"{name} must be {_KIND_TEXT[kind].replace('tensor', 'dtype')}, got {value}")
+    return value
+
+
+def check_device(name: str, value: object) -> torch.device | None:
+    """``None`` or a valid ``torch.device`` (or a string naming one), as a ``torch.device``."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, torch.device)):
+        raise TypeError(f"{name} must be None, a str or a torch.device, got {type(value).__name__} {value!r}")
+    try:
+        return torch.device(value)
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(f"{name} is not a valid device: {value!r} ({error})") from None
+
+
+def check_generator(name: str, value: object) -> torch.Generator | None:
+    """``None`` or a ``torch.Generator``."""
+    if value is not None and not isinstance(value, torch.Generator):
+        raise TypeError(f"{name} must be None or a torch.Generator, got {type(value).__name__}")
+    return value
+
+
+def check_index_range(name: str, value: torch.Tensor, low: int, high: int) -> None:
+    """Raise if an integer tensor has entries outside ``[low, high)`` (``high=None`` means unbounded)."""
+    if value.numel() == 0:
+        return
+    lo, hi = int(value.min()), int(value.max())
+    if lo < low:
+        raise ValueError(f"{name} must be >= {low}, got {lo}")
+    if high is not None and hi >= high:
+        raise ValueError(f"{name} must be < {high}, got {hi}")

@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from ._validation import check_positive_int
+from ._validation import check_bool, check_device, check_dtype, check_nonnegative_int, check_positive_int
 
 __all__ = ["alibi_bias", "alibi_slopes"]
 
@@ -29,8 +29,9 @@ def _power_of_two_slopes(n: int) -> list[float]:
 
 
 def alibi_slopes(num_heads: int, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The ``(num_heads,)`` ALiBi slopes, computed in float64 and cast to ``dtype``."""
+    """The ``(num_heads,)`` ALiBi slopes, computed in float64 and cast to ``dtype`` (a floating dtype)."""
     num_heads = check_positive_int("num_heads", num_heads)
+    check_dtype("dtype", dtype, "floating")
     closest = 2 ** int(math.floor(math.log2(num_heads)))
     slopes = _power_of_two_slopes(closest)
     if closest != num_heads:
@@ -55,9 +56,16 @@ def alibi_bias(
     * ``causal=True``: ``-m_h * (i - j)`` for keys at or before the query and ``-inf`` for keys after
       it, so the causal mask is already included.
     * ``causal=False``: ``-m_h * |i - j|`` (the symmetric variant used for bidirectional encoders).
+
+    ``num_heads`` is a positive integer, ``0 <= q_len <= k_len`` integers (0 gives an empty bias), ``causal``
+    a bool, ``dtype`` a floating dtype.
     """
-    q_len = check_positive_int("q_len", q_len)
-    k_len = check_positive_int("k_len", k_len)
+    num_heads = check_positive_int("num_heads", num_heads)
+    causal = check_bool("causal", causal)
+    check_dtype("dtype", dtype, "floating")
+    device = check_device("device", device)
+    q_len = check_nonnegative_int("q_len", q_len)
+    k_len = check_nonnegative_int("k_len", k_len)
     if q_len > k_len:
         raise ValueError(f"q_len ({q_len}) cannot exceed k_len ({k_len})")
     slopes = alibi_slopes(num_heads, dtype=torch.float64).to(device)

@@ -28,7 +28,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validation import check_choice, check_last_dim, check_positive_int, check_probability
+from ._validation import (
+    check_bool,
+    check_choice,
+    check_device,
+    check_even,
+    check_last_dim,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+    check_probability,
+    check_tensor,
+)
 from .alibi import alibi_bias, alibi_slopes
 from .rope import RopeLayout, RotaryEmbedding
 from .rope_scaling import RopeScaling
@@ -44,9 +55,13 @@ __all__ = ["ATTENTION_POSITIONS", "MultiHeadAttention", "attention", "causal_mas
 def causal_mask(q_len: int, k_len: int | None = None, *, device: torch.device | str | None = None) -> torch.Tensor:
     """Boolean ``(q_len, k_len)`` mask, True where query ``i`` may see key ``j`` (``j <= i``).
 
-    Queries are the last ``q_len`` of the ``k_len`` positions.
+    Queries are the last ``q_len`` of the ``k_len`` positions, so ``0 <= q_len <= k_len`` (integers).
     """
-    k_len = q_len if k_len is None else k_len
+    q_len = check_nonnegative_int("q_len", q_len)
+    k_len = q_len if k_len is None else check_nonnegative_int("k_len", k_len)
+    if q_len > k_len:
+        raise ValueError(f"q_len ({q_len}) cannot exceed k_len ({k_len}): queries are the last q_len positions")
+    device = check_device("device", device)
     offset = k_len - q_len
     i = torch.arange(q_len, device=device)[:, None] + offset
     j = torch.arange(k_len, device=device)[None, :]
@@ -67,15 +82,34 @@ def attention(
     """Scaled dot-product attention that also returns its weights.
 
     Args:
-        q: ``(batch, heads, q_len, head_dim)``; k, v: ``(batch, heads, k_len, head_dim)``.
-        bias: added to the logits, broadcastable to ``(batch, heads, q_len, k_len)``.
-        mask: boolean, broadcastable to the logits; True = may attend.
-        causal: also apply :func:`causal_mask`.
+        q: ``(batch, heads, q_len, head_dim)``; k, v: ``(batch, heads, k_len, head_dim)``; floating
+            tensors of one dtype (float16, bfloat16, float32 or float64).
+        bias: floating, added to the logits, broadcastable to ``(batch, heads, q_len, k_len)``.
+        mask: bool tensor, broadcastable to the logits; True = may attend.
+        causal: also apply :func:`causal_mask` (needs ``q_len <= k_len``).
+        dropout: probability in ``[0, 1)``, applied to the weights only when ``training``.
 
     Returns ``(output (batch, heads, q_len, head_dim), weights (batch, heads, q_len, k_len))``.
     """
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError("q, k, v must be (batch, heads, seq, head_dim) tensors")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, "floating", dim=4, finite=False)
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    if k.shape[:3] != v.shape[:3] or q.shape[:2] != k.shape[:2] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            "expected q (batch, heads, q_len, d), k (batch, heads, k_len, d) and v (batch, heads, k_len, d_v), "
+            f"got {tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    causal = check_bool("causal", causal)
+    dropout = check_probability("dropout", dropout)
+    training = check_bool("training", training)
+    logits_shape = (*q.shape[:3], k.shape[-2])
+    if bias is not None:
+        check_tensor("bias", bias, "floating", finite=False)
+        _check_broadcast("bias", bias, logits_shape)
+    if mask is not None:
+        check_tensor("mask", mask, "bool")
+        _check_broadcast("mask", mask, logits_shape)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if bias is not None:
         scores = scores + bias
@@ -87,6 +121,16 @@ def attention(
     if dropout > 0 and training:
         weights = F.dropout(weights, p=dropout)
     return weights @ v, weights
+
+
+def _check_broadcast(name: str, t: torch.Tensor, shape: tuple[int, ...]) -> None:
+    """Raise unless ``t`` broadcasts to exactly ``shape`` (no growth of the logits)."""
+    try:
+        result = torch.broadcast_shapes(t.shape, shape)
+    except RuntimeError:
+        result = None
+    if result != torch.Size(shape):
+        raise ValueError(f"{name} of shape {tuple(t.shape)} does not broadcast to the logits' shape {shape}")
 
 
 class MultiHeadAttention(nn.Module):
@@ -103,9 +147,9 @@ class MultiHeadAttention(nn.Module):
         shaw_max_distance: clipping distance ``K`` of Shaw et al.
         t5_num_buckets, t5_max_distance: T5 bucket parameters.
 
-    ``forward(x, positions=None, mask=None, return_weights=False)``: ``x`` is
-    ``(batch, seq, d_model)``; ``positions`` (RoPE only) as in :func:`~course_pe.rope.apply_rope`;
-    ``mask`` boolean broadcastable to ``(batch, heads, seq, seq)``. Returns ``(batch, seq, d_model)``
+    ``forward(x, positions=None, mask=None, return_weights=False)``: ``x`` is a floating
+    ``(batch, seq, d_model)`` tensor; ``positions`` (RoPE only) as in :class:`~course_pe.rope.RotaryEmbedding`;
+    ``mask`` a bool tensor broadcastable to ``(batch, heads, seq, seq)``. Returns ``(batch, seq, d_model)``
     and, if asked, the weights ``(batch, heads, seq, seq)``.
     """
 
@@ -133,8 +177,18 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         self.head_dim = d_model // num_heads
         self.position = check_choice("position", position, ATTENTION_POSITIONS)
-        self.causal = bool(causal)
+        self.causal = check_bool("causal", causal)
         self.dropout = check_probability("dropout", dropout)
+        bias = check_bool("bias", bias)
+        # every argument is checked, also those the chosen position method does not use
+        check_positive_float("rope_base", rope_base)
+        check_choice("rope_layout", rope_layout, ("interleaved", "half"))
+        check_positive_int("rope_max_positions", rope_max_positions)
+        check_nonnegative_int("shaw_max_distance", shaw_max_distance)
+        check_positive_int("t5_num_buckets", t5_num_buckets)
+        check_positive_int("t5_max_distance", t5_max_distance)
+        if position == "rope":
+            check_even("head_dim (d_model // num_heads) for RoPE", self.head_dim)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -168,9 +222,14 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         return_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        check_tensor("x", x, "floating", finite=False)
         if x.dim() != 3:
             raise ValueError(f"x must be (batch, seq, d_model), got shape {tuple(x.shape)}")
         check_last_dim("x", x, self.d_model)
+        return_weights = check_bool("return_weights", return_weights)
+        if mask is not None:
+            check_tensor("mask", mask, "bool")
+            _check_broadcast("mask", mask, (x.shape[0], self.num_heads, x.shape[1], x.shape[1]))
         if positions is not None and self.position != "rope":
             raise ValueError(f"positions are only used by RoPE attention, not position={self.position!r}")
         b, s, _ = x.shape

@@ -30,16 +30,38 @@ from dataclasses import dataclass
 
 import torch
 
+from ._validation import check_even, check_float, check_int, check_positive_int, check_str, check_tensor
 from .rope import apply_rope, rope_cos_sin
 from .rope_scaling import rope_frequencies
 
 __all__ = [
-    "BenchmarkRow", "complex_rope", "ratio_quantiles", "rotate_half", "run_rope_benchmark", "textbook_rope", "time_call",
+    "BenchmarkRow",
+    "RATIOS",
+    "benchmark_ratios",
+    "complex_rope",
+    "format_report",
+    "ratio_quantiles",
+    "rotate_half",
+    "run_rope_benchmark",
+    "textbook_rope",
+    "time_call",
 ]
+
+#: The ratios the course reports: name -> (numerator row, denominator row, target, "<=" or ">=").
+RATIOS: dict[str, tuple[str, str, float, str]] = {
+    "textbook half / apply_rope half": ("textbook half", "apply_rope half", 2.5, ">="),
+    "apply_rope interleaved / complex": ("apply_rope interleaved", "complex interleaved", 1.2, "<="),
+    "apply_rope interleaved / clone": ("apply_rope interleaved", "clone", 1.5, "<="),
+}
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """``(a, b) -> (-b, a)`` on the two halves of the last dimension (the textbook helper)."""
+    """``(a, b) -> (-b, a)`` on the two halves of the last dimension (the textbook helper).
+
+    ``x``: a floating tensor with an even last dimension.
+    """
+    check_tensor("x", x, "floating", min_dim=1, finite=False)
+    check_even("last dimension of x", x.shape[-1])
     half = x.shape[-1] // 2
     return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
@@ -47,19 +69,47 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 def textbook_rope(x: torch.Tensor, cos_full: torch.Tensor, sin_full: torch.Tensor) -> torch.Tensor:
     """Half-layout RoPE as usually written: ``x * cos + rotate_half(x) * sin``.
 
-    ``cos_full``/``sin_full`` have the full ``head_dim`` (each frequency repeated for both halves).
+    ``cos_full``/``sin_full`` have the full ``head_dim`` (each frequency repeated for both halves); all three
+    are floating tensors whose shapes broadcast to ``x``'s shape.
     """
+    check_tensor("x", x, "floating", min_dim=1, finite=False)
+    for name, t in (("cos_full", cos_full), ("sin_full", sin_full)):
+        check_tensor(name, t, "floating")
+        try:
+            ok = torch.broadcast_shapes(t.shape, x.shape) == x.shape
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{name} of shape {tuple(t.shape)} does not broadcast to x's shape {tuple(x.shape)}")
     return x * cos_full + rotate_half(x) * sin_full
 
 
 def complex_rope(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-    """Interleaved RoPE as a complex product; ``freqs_cis`` is ``exp(i p theta)``, shape ``(seq, head_dim // 2)``."""
-    z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    """Interleaved RoPE as a complex product; ``freqs_cis`` is ``exp(i p theta)``, shape ``(seq, head_dim // 2)``.
+
+    ``x``: floating ``(..., seq, head_dim)`` with even ``head_dim``; ``freqs_cis`` a complex tensor.
+    """
+    check_tensor("x", x, "floating", min_dim=2, finite=False)
+    check_even("last dimension of x", x.shape[-1])
+    if not isinstance(freqs_cis, torch.Tensor) or not freqs_cis.is_complex():
+        raise TypeError(f"freqs_cis must be a complex tensor, got {getattr(freqs_cis, 'dtype', type(freqs_cis).__name__)}")
+    want = (*x.shape[:-1], x.shape[-1] // 2)
+    try:
+        ok = torch.broadcast_shapes(freqs_cis.shape, want) == want
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"freqs_cis of shape {tuple(freqs_cis.shape)} does not broadcast to {want}")
+    z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], x.shape[-1] // 2, 2))
     return torch.view_as_real(z * freqs_cis).flatten(-2).type_as(x)
 
 
 def time_call(fn: Callable[[], object], *, repeats: int = 20, warmup: int = 3) -> float:
-    """Median wall time of ``fn()`` in milliseconds."""
+    """Median wall time of ``fn()`` in milliseconds (``repeats >= 1``, ``warmup >= 0`` integers)."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    repeats = check_positive_int("repeats", repeats)
+    warmup = check_int("warmup", warmup, minimum=0)
     for _ in range(warmup):
         fn()
     times = []
@@ -97,6 +147,10 @@ class BenchmarkRow:
         """The ``q``-quantile of the timed calls in milliseconds (``q = 0.25`` and ``0.75`` give the IQR)."""
         return _quantile(self.samples, q)
 
+    def __post_init__(self) -> None:
+        check_str("name", self.name)
+        check_float("milliseconds", self.milliseconds, minimum=0.0, strict_minimum=True)
+
 
 def ratio_quantiles(
     numerator: BenchmarkRow, denominator: BenchmarkRow, qs: Sequence[float] = (0.25, 0.5, 0.75)
@@ -111,6 +165,46 @@ def ratio_quantiles(
     return tuple(_quantile(ratios, q) for q in qs)
 
 
+def benchmark_ratios(rows: list[BenchmarkRow]) -> dict[str, float]:
+    """The ratios of :data:`RATIOS`, computed from ``rows`` (each row name must appear once)."""
+    if not isinstance(rows, (list, tuple)) or not all(isinstance(r, BenchmarkRow) for r in rows):
+        raise TypeError("rows must be a list of BenchmarkRow")
+    times = {r.name: r.milliseconds for r in rows}
+    if len(times) != len(rows):
+        raise ValueError(f"rows must have distinct names, got {[r.name for r in rows]}")
+    needed = {n for num, den, _, _ in RATIOS.values() for n in (num, den)}
+    missing = sorted(needed - times.keys())
+    if missing:
+        raise ValueError(f"rows lack the implementations {missing}")
+    return {label: times[num] / times[den] for label, (num, den, _, _) in RATIOS.items()}
+
+
+def format_report(rows: list[BenchmarkRow]) -> list[str]:
+    """The lines :func:`main` prints after its header: one per row (time and multiple of ``clone``), then
+    one per ratio of :data:`RATIOS` with its target."""
+    ratios = benchmark_ratios(rows)
+    clone = next(r.milliseconds for r in rows if r.name == "clone") if any(r.name == "clone" for r in rows) else None
+    if clone is None:
+        raise ValueError("rows lack the clone baseline")
+    by_name = {r.name: r for r in rows}
+    paired = all(len(r.samples) == len(by_name["clone"].samples) > 0 for r in rows)
+    lines = []
+    for row in rows:
+        line = f"  {row.name:<24} {row.milliseconds:8.2f} ms   {row.milliseconds / clone:5.2f} x clone"
+        if paired:  # the spread over rounds: IQR of the calls, and of the per-round ratio to clone
+            q1, _, q3 = ratio_quantiles(row, by_name["clone"])
+            line += f" (IQR {row.quantile(0.25):.2f}-{row.quantile(0.75):.2f} ms; ratio IQR {q1:.2f}-{q3:.2f})"
+        lines.append(line)
+    for label, (num, den, target, sense) in RATIOS.items():
+        line = f"  {label:<40} = {ratios[label]:.2f}x (target {sense} {target})"
+        if paired:
+            q1, _, q3 = ratio_quantiles(by_name[num], by_name[den])
+            met = ratios[label] >= target if sense == ">=" else ratios[label] <= target
+            line += f"; per-round IQR {q1:.2f}-{q3:.2f}; {'met' if met else 'NOT met'}"
+        lines.append(line)
+    return lines
+
+
 def run_rope_benchmark(
     shape: tuple[int, int, int, int] = (1, 16, 4096, 128), *, repeats: int = 20, seed: int = 0
 ) -> list[BenchmarkRow]:
@@ -119,8 +213,13 @@ def run_rope_benchmark(
     Also checks that they all compute the same rotation (so a fast wrong answer cannot win). Each candidate is
     called 3 times to warm up, then once per round for ``repeats`` rounds, in turn (see the module docstring).
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    if not isinstance(shape, tuple) or len(shape) != 4:
+        raise TypeError(f"shape must be a tuple (batch, heads, seq, head_dim), got {shape!r}")
+    for name, size in zip(("batch", "heads", "seq", "head_dim"), shape):
+        check_positive_int(f"shape {name}", size)
+    check_even("head_dim", shape[-1])
+    repeats = check_positive_int("repeats", repeats)
+    seed = check_int("seed", seed, minimum=0, maximum=2**63 - 1)
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(*shape, generator=generator)
     seq, head_dim = shape[-2], shape[-1]
@@ -166,20 +265,9 @@ def main(argv: list[str] | None = None) -> None:
     rows = run_rope_benchmark(shape, repeats=args.repeats)
     print(f"RoPE on {shape} float32, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"{platform.processor() or platform.machine()}")
-    clone = rows[0]
-    for row in rows:
-        q1, med, q3 = ratio_quantiles(row, clone)
-        print(f"  {row.name:<24} {row.milliseconds:8.2f} ms (IQR {row.quantile(0.25):.2f}-{row.quantile(0.75):.2f})"
-              f"   {med:5.2f} x clone (IQR {q1:.2f}-{q3:.2f})")
-    by_name = {r.name: r for r in rows}
-    for num, den, target, ok in (
-        ("textbook half", "apply_rope half", ">= 2.5", lambda r: r >= 2.5),
-        ("apply_rope interleaved", "complex interleaved", "<= 1.2", lambda r: r <= 1.2),
-        ("apply_rope interleaved", "clone", "<= 1.5", lambda r: r <= 1.5),
-    ):
-        q1, med, q3 = ratio_quantiles(by_name[num], by_name[den])
-        verdict = "met" if ok(med) else "NOT met"
-        print(f"  {num + ' / ' + den:<45} = {med:.2f}x (IQR {q1:.2f}-{q3:.2f}; course target {target}: {verdict})")
+    for line in format_report(rows):
+        print(line)
+
 
 if __name__ == "__main__":
     main()

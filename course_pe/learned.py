@@ -13,7 +13,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validation import check_last_dim, check_positive_float, check_positive_int
+from ._validation import (
+    check_generator,
+    check_index_range,
+    check_last_dim,
+    check_positive_float,
+    check_positive_int,
+    check_tensor,
+)
 
 __all__ = ["LearnedPositionalEmbedding"]
 
@@ -28,8 +35,9 @@ class LearnedPositionalEmbedding(nn.Module):
         generator: optional ``torch.Generator`` for a reproducible initialisation.
 
     Shapes:
-        ``lookup(positions)``: ``positions`` is a long tensor of any shape ``S``; returns ``S + (d_model,)``.
-        ``forward(x, positions=None)``: ``x`` is ``(batch, seq, d_model)``; ``positions`` is ``None``
+        ``lookup(positions)``: ``positions`` is an integer tensor (not bool, not floating) of any shape ``S``
+        with values in ``0 ... max_positions - 1``; returns ``S + (d_model,)``.
+        ``forward(x, positions=None)``: ``x`` is a floating ``(batch, seq, d_model)``; ``positions`` is ``None``
         (``0 ... seq - 1``), ``(seq,)`` or ``(batch, seq)``; returns ``x + table[positions]``.
     """
 
@@ -45,17 +53,16 @@ class LearnedPositionalEmbedding(nn.Module):
         self.max_positions = check_positive_int("max_positions", max_positions)
         self.d_model = check_positive_int("d_model", d_model)
         self.init_std = check_positive_float("init_std", init_std)
+        check_generator("generator", generator)
         weight = torch.randn(self.max_positions, self.d_model, generator=generator) * self.init_std
         self.weight = nn.Parameter(weight)
 
     def _check_positions(self, positions: torch.Tensor) -> None:
-        if positions.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-            raise TypeError("positions must be an integer tensor, got " + str(positions.dtype))
+        check_tensor("positions", positions, "integer")
         if positions.numel() == 0:
             return
-        low, high = int(positions.min()), int(positions.max())
-        if low < 0:
-            raise ValueError(f"positions must be >= 0, got {low}")
+        check_index_range("positions", positions, 0, None)
+        high = int(positions.max())
         if high >= self.max_positions:
             raise ValueError(
                 f"position {high} is outside this learned table, which has max_positions="
@@ -70,14 +77,16 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.weight[positions.to(self.weight.device)]
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        check_tensor("x", x, "floating", finite=False)
         if x.dim() != 3:
             raise ValueError(
-                f"expected a batch-first input of shape (batch, seq, d_model), got shape {tuple(x.shape)}"
+                f"x must be a batch-first input of shape (batch, seq, d_model), got shape {tuple(x.shape)}"
             )
         check_last_dim("x", x, self.d_model)
         batch, seq, _ = x.shape
         if positions is None:
             positions = torch.arange(seq, device=x.device)
+        check_tensor("positions", positions, "integer")
         if positions.shape not in ((seq,), (batch, seq)):
             raise ValueError(
                 f"positions must have shape ({seq},) or ({batch}, {seq}) for x of shape "
@@ -97,7 +106,10 @@ class LearnedPositionalEmbedding(nn.Module):
         if new_max_positions == self.max_positions:
             table = self.weight.detach().clone()
         elif self.max_positions == 1 or new_max_positions == 1:
-            raise ValueError("interpolation needs at least two positions in the old and the new table")
+            raise ValueError(
+                f"new_max_positions must be >= 2 to change the length of a table of {self.max_positions} rows "
+                "(interpolation needs at least two positions in the old and the new table)"
+            )
         else:
             # F.interpolate works on (batch, channels, length): channels = d_model.
             table = F.interpolate(

@@ -20,7 +20,16 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ._validation import check_choice, check_positive_int, check_probability
+from ._validation import (
+    check_bool,
+    check_choice,
+    check_index_range,
+    check_last_dim,
+    check_optional_int,
+    check_positive_int,
+    check_probability,
+    check_tensor,
+)
 from .attention import MultiHeadAttention
 from .learned import LearnedPositionalEmbedding
 from .rope import RopeLayout, RotaryEmbedding
@@ -35,10 +44,17 @@ __all__ = ["MODEL_POSITIONS", "ModelOutput", "TinyTransformer", "TransformerBloc
 
 
 class TransformerBlock(nn.Module):
-    """Pre-LN block: ``x + attn(LN(x))`` then ``x + MLP(LN(x))`` (GELU MLP)."""
+    """Pre-LN block: ``x + attn(LN(x))`` then ``x + MLP(LN(x))`` (GELU MLP).
+
+    ``d_model``, ``num_heads`` and ``d_ff`` are positive integers; ``forward`` takes a floating
+    ``(batch, seq, d_model)`` tensor.
+    """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, *, dropout: float = 0.0, **attention_kwargs) -> None:
         super().__init__()
+        d_model = check_positive_int("d_model", d_model)
+        d_ff = check_positive_int("d_ff", d_ff)
+        dropout = check_probability("dropout", dropout)
         self.ln1 = nn.LayerNorm(d_model)
         self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention_kwargs)
         self.ln2 = nn.LayerNorm(d_model)
@@ -48,6 +64,9 @@ class TransformerBlock(nn.Module):
     def forward(
         self, x: torch.Tensor, *, positions: torch.Tensor | None = None, return_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        check_tensor("x", x, "floating", dim=3, finite=False)
+        check_last_dim("x", x, self.ln1.normalized_shape[0])
+        return_weights = check_bool("return_weights", return_weights)
         attn_out, weights = self.attn(self.ln1(x), positions=positions, return_weights=True)
         x = x + self.drop(attn_out)
         x = x + self.drop(self.mlp(self.ln2(x)))
@@ -67,18 +86,25 @@ class ModelOutput:
     hidden: list[torch.Tensor]
     attention: list[torch.Tensor]
 
+    def __post_init__(self) -> None:
+        check_tensor("logits", self.logits, "floating", dim=3, finite=False)
+        for name in ("hidden", "attention"):
+            value = getattr(self, name)
+            if not isinstance(value, list) or not all(isinstance(t, torch.Tensor) for t in value):
+                raise TypeError(f"{name} must be a list of tensors, got {type(value).__name__}")
+
 
 class TinyTransformer(nn.Module):
     """Token embedding, optional absolute encoding, ``num_layers`` pre-LN blocks, final LN, linear head.
 
     Args:
-        vocab_size: number of token ids.
+        vocab_size: number of token ids; ``tokens`` must be int64 with values in ``0 ... vocab_size - 1``.
         d_model, num_heads, num_layers: model size (the course uses 64, 4, 2).
-        d_ff: MLP width (default ``4 * d_model``).
+        d_ff: MLP width (default ``None``: ``4 * d_model``; a 0 is an error, not the default).
         position: see the module docstring.
         causal: causal (decoder) or bidirectional (encoder) self-attention.
         max_positions: rows of the learned table; initial cache of sinusoidal/RoPE.
-        num_outputs: size of the output head (default ``vocab_size``).
+        num_outputs: size of the output head (default ``None``: ``vocab_size``).
         scale_embeddings: multiply token embeddings by ``sqrt(d_model)`` (Vaswani et al.).
         dropout: dropout rate (0 in the course's experiments).
         rope_*, shaw_max_distance, t5_*: passed to :class:`~course_pe.attention.MultiHeadAttention`.
@@ -109,9 +135,13 @@ class TinyTransformer(nn.Module):
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.d_model = check_positive_int("d_model", d_model)
         self.position = check_choice("position", position, MODEL_POSITIONS)
-        self.causal = bool(causal)
+        self.causal = check_bool("causal", causal)
         self.max_positions = check_positive_int("max_positions", max_positions)
         check_probability("dropout", dropout)
+        scale_embeddings = check_bool("scale_embeddings", scale_embeddings)
+        d_ff = check_optional_int("d_ff", d_ff, minimum=1)
+        num_outputs = check_optional_int("num_outputs", num_outputs, minimum=1)
+        check_positive_int("num_heads", num_heads)
         self.scale = math.sqrt(d_model) if scale_embeddings else 1.0
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         nn.init.normal_(self.token_embedding.weight, std=0.02 if not scale_embeddings else d_model**-0.5)
@@ -124,7 +154,7 @@ class TinyTransformer(nn.Module):
         attention_position = position if position not in ABSOLUTE_POSITIONS else "none"
         self.blocks = nn.ModuleList(
             TransformerBlock(
-                d_model, num_heads, d_ff or 4 * d_model, dropout=dropout,
+                d_model, num_heads, 4 * d_model if d_ff is None else d_ff, dropout=dropout,
                 position=attention_position, causal=causal,
                 rope_base=rope_base, rope_layout=rope_layout, rope_scaling=rope_scaling,
                 rope_max_positions=max_positions, shaw_max_distance=shaw_max_distance,
@@ -133,12 +163,15 @@ class TinyTransformer(nn.Module):
             for _ in range(check_positive_int("num_layers", num_layers))
         )
         self.final_norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, num_outputs or vocab_size)
+        self.head = nn.Linear(d_model, vocab_size if num_outputs is None else num_outputs)
 
     def embed(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Token embeddings plus the absolute encoding (if any): ``(batch, seq, d_model)``."""
+        if not isinstance(tokens, torch.Tensor):
+            raise TypeError(f"tokens must be a (batch, seq) long tensor, got {type(tokens).__name__}")
         if tokens.dim() != 2 or tokens.dtype != torch.long:
             raise ValueError(f"tokens must be a (batch, seq) long tensor, got {tuple(tokens.shape)} {tokens.dtype}")
+        check_index_range("tokens", tokens, 0, self.vocab_size)
         x = self.token_embedding(tokens) * self.scale
         if isinstance(self.absolute, SinusoidalPositionalEncoding):
             if positions is not None:
@@ -155,7 +188,9 @@ class TinyTransformer(nn.Module):
         positions: torch.Tensor | None = None,
         return_details: bool = False,
     ) -> torch.Tensor | ModelOutput:
-        """``tokens``: ``(batch, seq)``; ``positions`` (learned or RoPE only): ``(seq,)`` or ``(batch, seq)``."""
+        """``tokens``: int64 ``(batch, seq)`` in ``0 ... vocab_size - 1``; ``positions`` (learned or RoPE only):
+        integer ``(seq,)`` or ``(batch, seq)``."""
+        return_details = check_bool("return_details", return_details)
         if positions is not None and self.position not in ("learned", "rope"):
             raise ValueError(f"positions can be given only with learned or rope position, not {self.position!r}")
         x = self.embed(tokens, positions if self.position == "learned" else None)

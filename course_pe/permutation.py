@@ -5,7 +5,8 @@ A function ``f`` from sequences ``(seq, d)`` to sequences is *permutation-equiva
 the same way), and a function to a single vector is *permutation-invariant* if ``g(P X) = g(X)``.
 Self-attention without position information is equivariant, not invariant.
 
-All helpers accept batch-first tensors ``(batch, seq, d)`` and permute the ``seq`` axis.
+All helpers permute the sequence axis, which is dim -2: ``(seq, d)``, batch-first ``(batch, seq, d)``
+and attention-style ``(batch, heads, seq, head_dim)`` tensors alike.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from collections.abc import Callable
 
 import torch
 
-from ._validation import check_positive_int
+from ._validation import check_bool, check_dtype, check_generator, check_positive_int, check_tensor
+
+
+def _check_perm(perm: object) -> torch.Tensor:
+    check_tensor("perm", perm, "integer", dim=1)
+    n = perm.numel()
+    if not torch.equal(perm.sort().values.cpu(), torch.arange(n, dtype=perm.dtype)):
+        raise ValueError(f"perm must be a permutation of 0 ... n-1, got {perm.tolist()}")
+    return perm
 
 __all__ = [
     "equivariance_error",
@@ -29,9 +38,12 @@ def random_permutation(n: int, *, generator: torch.Generator | None = None, dera
     """A random permutation of ``0 ... n-1`` as a long tensor.
 
     With ``derangement=True`` (and ``n > 1``) no element stays in place, so a test using it cannot
-    pass by accident on fixed points.
+    pass by accident on fixed points. ``n`` is a positive integer, ``generator`` None or a
+    ``torch.Generator``.
     """
     n = check_positive_int("n", n)
+    check_generator("generator", generator)
+    derangement = check_bool("derangement", derangement)
     while True:
         perm = torch.randperm(n, generator=generator)
         if not derangement or n == 1 or bool((perm != torch.arange(n)).all()):
@@ -39,32 +51,75 @@ def random_permutation(n: int, *, generator: torch.Generator | None = None, dera
 
 
 def permutation_matrix(perm: torch.Tensor, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The ``(n, n)`` matrix ``P`` with ``(P @ X)[r] = X[perm[r]]``."""
+    """The ``(n, n)`` matrix ``P`` with ``(P @ X)[r] = X[perm[r]]``.
+
+    ``perm``: a 1-D integer tensor holding a permutation of ``0 ... n-1``; ``dtype`` a floating dtype.
+    """
+    _check_perm(perm)
+    check_dtype("dtype", dtype, "floating")
     n = perm.numel()
-    if perm.dim() != 1 or not torch.equal(perm.sort().values, torch.arange(n)):
-        raise ValueError(f"perm must be a permutation of 0 ... n-1, got {perm.tolist()}")
     p = torch.zeros(n, n, dtype=dtype)
     p[torch.arange(n), perm] = 1
     return p
 
 
 def permute_sequence(x: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
-    """Reorder the sequence axis of ``x`` (``(seq, ...)`` or ``(batch, seq, ...)``; dim -2 if 2-D+)."""
+    """Reorder the sequence axis of ``x``: dim -2 of ``(seq, d)``, ``(batch, seq, d)`` or
+    ``(batch, heads, seq, head_dim)`` (a tensor of any dtype); ``perm`` as in :func:`permutation_matrix`.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
     if x.dim() < 2:
         raise ValueError(f"x must have a sequence axis, got shape {tuple(x.shape)}")
-    axis = 0 if x.dim() == 2 else 1
+    _check_perm(perm)
+    axis = x.dim() - 2
     if x.shape[axis] != perm.numel():
-        raise ValueError(f"perm has {perm.numel()} entries but the sequence axis has {x.shape[axis]}")
+        raise ValueError(f"perm has {perm.numel()} entries but x has {x.shape[axis]} positions on its sequence axis (dim -2)")
     return x.index_select(axis, perm.to(x.device))
 
 
 def equivariance_error(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, perm: torch.Tensor) -> float:
-    """``max |f(P X) - P f(X)|``: zero (up to rounding) for an equivariant ``f``."""
+    """``max |f(P X) - P f(X)|``: zero (up to rounding) for an equivariant ``f``.
+
+    ``f`` maps a tensor to a tensor of the same sequence length; ``x`` is a floating tensor with a
+    sequence axis at dim -2. An empty sequence gives 0.0.
+    """
+    if not callable(f):
+        raise TypeError(f"f must be callable, got {type(f).__name__}")
+    check_tensor("x", x, "floating", min_dim=2, finite=False)
     with torch.no_grad():
-        return float((f(permute_sequence(x, perm)) - permute_sequence(f(x), perm)).abs().max())
+        permuted_out = _tensor_result("f(permuted x)", f(permute_sequence(x, perm)))
+        out = _tensor_result("f(x)", f(x))
+        if out.dim() < 2 or out.shape[-2] != x.shape[-2]:
+            raise ValueError(
+                f"f must keep the sequence axis (dim -2) of x, of length {x.shape[-2]}; f(x) has shape {tuple(out.shape)}"
+            )
+        expected = permute_sequence(out, perm)
+        return _max_abs_difference(permuted_out, expected)
 
 
 def invariance_error(g: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, perm: torch.Tensor) -> float:
-    """``max |g(P X) - g(X)|``: zero (up to rounding) for an invariant ``g``."""
+    """``max |g(P X) - g(X)|``: zero (up to rounding) for an invariant ``g``.
+
+    ``g`` maps a tensor to a tensor; ``x`` is a floating tensor with a sequence axis at dim -2.
+    """
+    if not callable(g):
+        raise TypeError(f"g must be callable, got {type(g).__name__}")
+    check_tensor("x", x, "floating", min_dim=2, finite=False)
     with torch.no_grad():
-        return float((g(permute_sequence(x, perm)) - g(x)).abs().max())
+        permuted_out = _tensor_result("g(permuted x)", g(permute_sequence(x, perm)))
+        return _max_abs_difference(permuted_out, _tensor_result("g(x)", g(x)))
+
+
+def _tensor_result(name: str, value: object) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must return a tensor, got {type(value).__name__}")
+    return value
+
+
+def _max_abs_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    if a.shape != b.shape:  # never broadcast one output against the other
+        raise ValueError(f"the two outputs have different shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.numel() == 0:
+        return 0.0
+    return float((a - b).abs().max())

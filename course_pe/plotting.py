@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from ._validation import check_bool, check_float, check_int, check_positive_int, check_str
+
 __all__ = [
     "COLORS",
     "plot_attention",
@@ -58,11 +60,26 @@ def use_course_style() -> None:
     )
 
 
-def _to_numpy(a: torch.Tensor | np.ndarray) -> np.ndarray:
-    return a.detach().cpu().double().numpy() if isinstance(a, torch.Tensor) else np.asarray(a, dtype=np.float64)
+def _to_numpy(a: torch.Tensor | np.ndarray, name: str = "data", ndim: int | None = None) -> np.ndarray:
+    """A float64 copy of a real tensor or array (bool, complex, strings and objects are refused)."""
+    if isinstance(a, torch.Tensor):
+        if a.dtype == torch.bool or a.is_complex():
+            raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
+        data = a.detach().cpu().double().numpy()
+    elif isinstance(a, np.ndarray):
+        if a.dtype.kind not in "iuf":
+            raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
+        data = a.astype(np.float64)
+    else:
+        raise TypeError(f"{name} must be a tensor or a NumPy array, got {type(a).__name__}")
+    if ndim is not None and data.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {data.shape}")
+    return data  # NaN is allowed: matplotlib leaves a gap (unscored positions of a loss curve)
 
 
 def _axes(ax: plt.Axes | None) -> plt.Axes:
+    if ax is not None and not isinstance(ax, plt.Axes):
+        raise TypeError(f"ax must be None or a matplotlib Axes, got {type(ax).__name__}")
     if ax is None:
         _, ax = plt.subplots()
     return ax
@@ -75,9 +92,11 @@ def plot_encoding_heatmap(
     title: str = "Positional encoding",
     colorbar: bool = True,
 ) -> plt.Axes:
-    """Heatmap of a ``(num_positions, d_model)`` table: positions down, dimensions across."""
+    """Heatmap of a real ``(num_positions, d_model)`` tensor or array: positions down, dimensions across."""
+    data = _to_numpy(table, "table", 2)
+    check_str("title", title)
+    colorbar = check_bool("colorbar", colorbar)
     ax = _axes(ax)
-    data = _to_numpy(table)
     image = ax.imshow(data, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax.set(title=title, xlabel="dimension", ylabel="position p")
     ax.grid(False)
@@ -94,11 +113,23 @@ def plot_dimension_curves(
     title: str = "Encoding value by position",
     labels: Sequence[str] | None = None,
 ) -> plt.Axes:
-    """Value of selected dimensions of a ``(num_positions, d_model)`` table against position."""
+    """Value of selected dimensions of a real ``(num_positions, d_model)`` table against position.
+
+    ``dims``: a non-empty sequence of column indices in ``0 ... d_model - 1``; ``labels``: None or one str per dim.
+    """
+    data = _to_numpy(table, "table", 2)
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence) or len(dims) == 0:
+        raise TypeError(f"dims must be a non-empty sequence of integers, got {dims!r}")
+    dims = [check_int("dims entry", d, minimum=0, maximum=data.shape[1] - 1) for d in dims]
+    if labels is not None:
+        if isinstance(labels, str) or not isinstance(labels, Sequence) or not all(isinstance(t, str) for t in labels):
+            raise TypeError(f"labels must be None or a sequence of str, got {labels!r}")
+        if len(labels) != len(dims):
+            raise ValueError(f"labels must have one entry per dim ({len(dims)}), got {len(labels)}")
+    check_str("title", title)
     ax = _axes(ax)
-    data = _to_numpy(table)
     for n, d in enumerate(dims):
-        ax.plot(np.arange(data.shape[0]), data[:, d], label=labels[n] if labels else f"dim {d}")
+        ax.plot(np.arange(data.shape[0]), data[:, d], label=labels[n] if labels is not None else f"dim {d}")
     ax.set(title=title, xlabel="position p", ylabel="value")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(4, len(dims)))
     return ax
@@ -111,11 +142,18 @@ def plot_attention(
     tokens: Sequence[str] | None = None,
     title: str = "Attention weights",
 ) -> plt.Axes:
-    """A ``(q_len, k_len)`` attention map (rows: queries, columns: keys)."""
-    ax = _axes(ax)
-    data = _to_numpy(weights)
+    """A real ``(q_len, k_len)`` attention map (rows: queries, columns: keys); ``tokens``: None, or one str
+    per key (and per query when the map is square)."""
+    data = _to_numpy(weights, "weights")
     if data.ndim != 2:
         raise ValueError(f"weights must be (q_len, k_len), got shape {data.shape}")
+    if tokens is not None:
+        if isinstance(tokens, str) or not isinstance(tokens, Sequence) or not all(isinstance(t, str) for t in tokens):
+            raise TypeError(f"tokens must be None or a sequence of str, got {tokens!r}")
+        if len(tokens) != data.shape[1] or data.shape[0] != data.shape[1]:
+            raise ValueError(f"tokens ({len(tokens)}) must label a square map of that size, got shape {data.shape}")
+    check_str("title", title)
+    ax = _axes(ax)
     image = ax.imshow(data, cmap="viridis", vmin=0, vmax=max(1e-12, float(data.max())), interpolation="nearest")
     ax.set(title=title, xlabel="key", ylabel="query")
     ax.grid(False)
@@ -135,11 +173,26 @@ def plot_loss_by_position(
     title: str = "Loss by position",
     ylabel: str = "cross-entropy (nats)",
 ) -> plt.Axes:
-    """One curve per method; a dashed line at the training length and an optional loss floor."""
-    ax = _axes(ax)
+    """One curve per method; a dashed line at the training length and an optional loss floor.
+
+    ``curves`` maps a str name to a real 1-D tensor or array; ``train_length`` is None or a positive integer,
+    ``floor`` None or a finite number.
+    """
+    if not isinstance(curves, Mapping) or not curves:
+        raise TypeError(f"curves must be a non-empty mapping of name -> values, got {type(curves).__name__}")
+    ys = {}
     for name, values in curves.items():
-        y = _to_numpy(values)
-        ax.plot(np.arange(len(y)), y, label=name, color=COLORS.get(name.split()[0].lower()))
+        check_str("curves key", name)
+        ys[name] = _to_numpy(values, f"curves[{name!r}]", 1)
+    if train_length is not None:
+        train_length = check_positive_int("train_length", train_length)
+    if floor is not None:
+        floor = check_float("floor", floor)
+    check_str("title", title)
+    check_str("ylabel", ylabel)
+    ax = _axes(ax)
+    for name, y in ys.items():
+        ax.plot(np.arange(len(y)), y, label=name, color=COLORS.get(name.split()[0].lower()) if name.split() else None)
     if train_length is not None:
         ax.axvline(train_length - 0.5, color="black", linestyle="--", linewidth=1, label=f"training length {train_length}")
     if floor is not None:

@@ -12,6 +12,8 @@ import random
 import numpy as np
 import torch
 
+from ._validation import check_device, check_int
+
 __all__ = ["MAX_STORED_SIGNIFICANT_DIGITS", "glue", "make_generator", "rounded", "set_determinism"]
 
 
@@ -20,9 +22,12 @@ def set_determinism(seed: int = 0, *, threads: int | None = None) -> None:
 
     ``threads`` defaults to the ``COURSE_PE_THREADS`` environment variable, else 2 (what ``make`` uses, so that
     the stored outputs are reproduced digit for digit; runs with the same thread count are bit-identical).
+    ``seed`` is an integer in ``0 ... 2**32 - 1`` (NumPy's range), ``threads`` None or a positive integer.
     """
+    check_int("seed", seed, minimum=0, maximum=2**32 - 1)
     if threads is None:
         threads = int(os.environ.get("COURSE_PE_THREADS", "2"))
+    threads = check_int("threads", threads, minimum=1)
     torch.set_num_threads(threads)
     random.seed(seed)
     np.random.seed(seed)
@@ -33,7 +38,10 @@ def set_determinism(seed: int = 0, *, threads: int | None = None) -> None:
 
 
 def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
-    """A ``torch.Generator`` seeded with ``seed`` (for data that must not depend on model init)."""
+    """A ``torch.Generator`` seeded with ``seed`` (an integer in ``0 ... 2**63 - 1``; for data that must not
+    depend on model init)."""
+    seed = check_int("seed", seed, minimum=0, maximum=2**63 - 1)
+    device = check_device("device", device)
     g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g
@@ -65,7 +73,7 @@ def rounded(value, digits: int | None = None, *, sig: int | None = None):
         return value.item() if isinstance(value, (np.integer, np.bool_)) else value
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
-            raise TypeError(f"rounded: expected a scalar, got a tensor of shape {tuple(value.shape)}")
+            raise TypeError(f"rounded: value must be a scalar, got a tensor of shape {tuple(value.shape)}")
         value = value.item()
         if not isinstance(value, float):
             return value
@@ -78,7 +86,7 @@ def rounded(value, digits: int | None = None, *, sig: int | None = None):
         if sig is not None:
             digits = sig - 1 - int(np.floor(np.log10(abs(x))))
         return float(round(x, digits)) + 0.0  # + 0.0 turns -0.0 into 0.0
-    raise TypeError(f"rounded: cannot round a {type(value).__name__}")
+    raise TypeError(f"rounded: value must be a number, a str or a list/tuple of them; cannot round a {type(value).__name__}")
 
 
 def glue(name: str, value, *, digits: int | None = None, sig: int | None = None, display: bool = False):
@@ -87,6 +95,8 @@ def glue(name: str, value, *, digits: int | None = None, sig: int | None = None,
     Use ``digits``/``sig`` matching the precision the text shows (a prose ``{glue:text}`` with ``:.3f`` wants
     ``digits=3``). Floats must be rounded; ints and strings pass through.
     """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {type(name).__name__} {name!r}")
     from myst_nb import glue as _glue
 
     _glue(name, rounded(value, digits, sig=sig), display=display)

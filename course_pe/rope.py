@@ -32,7 +32,16 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ._validation import check_choice, check_even, check_positive_float, check_positive_int
+from ._validation import (
+    check_choice,
+    check_dtype,
+    check_even,
+    check_float,
+    check_index_range,
+    check_positive_float,
+    check_positive_int,
+    check_tensor,
+)
 from .rope_scaling import DynamicNTKScaling, RopeScaling, rope_frequencies
 
 RopeLayout = Literal["interleaved", "half"]
@@ -52,6 +61,10 @@ __all__ = [
 
 _WIDE = (torch.float32, torch.float64)
 _BLOCK_ELEMENTS = 1 << 20  # elements of x per block in the real-arithmetic path
+#: Positions kept in a cos/sin cache (``RotaryEmbedding`` keeps ``max(max_positions, CACHE_LIMIT)``; ``apply_rope``
+#: caches default tables only up to this length). Beyond it cos and sin are computed for the call and not kept.
+CACHE_LIMIT = 8192
+_EXACT_FLOAT = 2**53  # float positions above this are not exact integers any more
 
 
 def _resolve_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
@@ -66,6 +79,7 @@ def _resolve_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch
             f"positions in {positions.dtype} have already lost precision (bfloat16 rounds 4095 to 4096); "
             "pass integer or float32 positions"
         )
+    check_tensor("positions", positions, "position")
     if positions.dim() == 1:
         if positions.shape[0] != seq:
             raise ValueError(f"positions has length {positions.shape[0]} but x has seq = {seq} (shape {tuple(x.shape)})")
@@ -94,9 +108,15 @@ def rope_cos_sin(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``cos`` and ``sin`` of ``positions[..., None] * inv_freq``, shape ``positions.shape + (h,)``.
 
-    Angles are formed in float64 and rounded once to ``dtype``. Both are multiplied by
-    ``attention_factor`` (YaRN's temperature; 1.0 otherwise).
+    Angles are formed in float64 and rounded once to ``dtype`` (a floating dtype). ``positions`` is an
+    integer or float32/float64 tensor of any shape with finite values; ``inv_freq`` a finite floating
+    ``(h,)`` tensor. Both outputs are multiplied by ``attention_factor`` (a finite number > 0; YaRN's
+    temperature, 1.0 otherwise).
     """
+    check_tensor("positions", positions, "position")
+    check_tensor("inv_freq", inv_freq, "floating", dim=1)
+    check_dtype("dtype", dtype, "floating")
+    attention_factor = check_float("attention_factor", attention_factor, minimum=0.0, strict_minimum=True)
     angles = positions.to(torch.float64)[..., None] * inv_freq.to(device=positions.device, dtype=torch.float64)
     cos, sin = angles.cos(), angles.sin()
     if attention_factor != 1.0:
@@ -126,11 +146,15 @@ def rotate_with_cos_sin(
     """Rotate the pairs of ``x`` (``(..., seq, head_dim)``) by precomputed ``cos``/``sin``.
 
     ``cos`` and ``sin`` have shape ``(..., seq, head_dim // 2)`` broadcastable against ``x``'s leading
-    dimensions (one value per pair, not duplicated). Float32 and float64 inputs are rotated in their
-    own dtype; lower precisions are rotated in float32 and cast back. Returns a new tensor with
+    dimensions (one value per pair, not duplicated). ``x``, ``cos`` and ``sin`` must be floating
+    tensors (an integer ``x`` would be rounded back to integers). Float32 and float64 inputs are rotated
+    in their own dtype; lower precisions are rotated in float32 and cast back. Returns a new tensor with
     ``x``'s dtype and device.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
+    check_tensor("x", x, "floating", min_dim=2, finite=False)
+    check_tensor("cos", cos, "floating", min_dim=2)
+    check_tensor("sin", sin, "floating", min_dim=2)
     head_dim = x.shape[-1]
     check_even("head_dim (last dimension of x)", head_dim)
     half = head_dim // 2
@@ -161,6 +185,8 @@ def rotate_with_cos_sin(
     else:
         out = torch.empty_like(xc, memory_format=torch.contiguous_format)
         seq = xc.shape[-2]
+        if out.numel() == 0:  # empty sequence, batch or heads: nothing to rotate
+            return out if out.dtype == x.dtype else out.to(x.dtype)
         # Work on blocks of positions small enough (~4 MB) that each block's partial result is
         # still in cache when the second kernel reads it back; one block for small inputs.
         rows = max(1, min(seq, _BLOCK_ELEMENTS // max(1, xc.numel() // seq)))
@@ -192,9 +218,11 @@ def apply_rope(
     """Rotate queries or keys by their positions.
 
     Args:
-        x: ``(..., seq, head_dim)``, e.g. ``(batch, heads, seq, head_dim)``.
+        x: floating ``(..., seq, head_dim)``, e.g. ``(batch, heads, seq, head_dim)`` (float16, bfloat16,
+            float32 or float64; integer tensors are refused). ``seq`` may be 0.
         positions: ``None`` (``0 ... seq - 1``), a ``(seq,)`` tensor, or ``(batch, seq)`` (one row per
-            sequence) when ``x`` is ``(batch, heads, seq, head_dim)``. Integer or float32/64.
+            sequence) when ``x`` is ``(batch, heads, seq, head_dim)``. Integer or float32/64 (not bool),
+            finite; any real value (negative, fractional, very large) is a valid position.
         inv_freq: ``(rotary_dim // 2,)`` frequencies; default ``base ** (-2i / rotary_dim)``
             (see :func:`~course_pe.rope_scaling.rope_frequencies` for scaled ones).
         base: used only when ``inv_freq`` is None.
@@ -206,8 +234,10 @@ def apply_rope(
         A new tensor of ``x``'s shape, dtype and device.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
+    check_tensor("x", x, "floating", finite=False)
     if x.dim() < 2:
         raise ValueError(f"x must be (..., seq, head_dim), got shape {tuple(x.shape)}")
+    base = check_positive_float("base", base)
     head_dim = x.shape[-1]
     if rotary_dim is None:
         rotary_dim = check_even("head_dim (last dimension of x)", head_dim)
@@ -216,9 +246,11 @@ def apply_rope(
         if rotary_dim > head_dim:
             raise ValueError(f"rotary_dim ({rotary_dim}) exceeds head_dim ({head_dim})")
     table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    if inv_freq is not None and inv_freq.shape != (rotary_dim // 2,):
-        raise ValueError(f"inv_freq must have shape ({rotary_dim // 2},), got {tuple(inv_freq.shape)}")
-    if positions is None and inv_freq is None:
+    if inv_freq is not None:
+        check_tensor("inv_freq", inv_freq, "floating")
+        if inv_freq.shape != (rotary_dim // 2,):
+            raise ValueError(f"inv_freq must have shape ({rotary_dim // 2},), got {tuple(inv_freq.shape)}")
+    if positions is None and inv_freq is None and x.shape[-2] <= CACHE_LIMIT:
         # the common case: positions 0 ... seq-1 and default frequencies; tables are cached
         cos, sin = _default_cos_sin(x.shape[-2], rotary_dim, float(base), x.device, table_dtype)
     else:
@@ -239,10 +271,10 @@ def layout_permutation(head_dim: int, *, to: RopeLayout = "half") -> torch.Tenso
     """Index tensor ``perm`` with ``y = x[..., perm]`` converting *to* the given layout.
 
     ``to="half"``: ``perm = [0, 2, 4, ..., 1, 3, 5, ...]`` (interleaved -> half);
-    ``to="interleaved"``: its inverse.
+    ``to="interleaved"``: its inverse. Returns an int64 tensor of shape ``(head_dim,)``.
     """
     head_dim = check_even("head_dim", head_dim)
-    check_choice("layout", to, ROPE_LAYOUTS)
+    check_choice("to", to, ROPE_LAYOUTS)
     half = head_dim // 2
     to_half = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
     if to == "half":
@@ -253,13 +285,29 @@ def layout_permutation(head_dim: int, *, to: RopeLayout = "half") -> torch.Tenso
     return inverse
 
 
+def _check_pairs(name: str, x: object) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor, got {type(x).__name__}")
+    if x.dim() == 0:
+        raise ValueError(f"{name} must have a last dimension of pairs, got a 0-d tensor")
+    check_even(f"last dimension of {name}", x.shape[-1])
+
+
 def interleaved_to_half(x: torch.Tensor) -> torch.Tensor:
-    """Reorder the last dimension from pairs ``(2i, 2i+1)`` to pairs ``(i, i + h)``."""
+    """Reorder the last dimension from pairs ``(2i, 2i+1)`` to pairs ``(i, i + h)``.
+
+    ``x``: a tensor of any dtype with an even, non-zero last dimension.
+    """
+    _check_pairs("x", x)
     return x[..., layout_permutation(x.shape[-1], to="half").to(x.device)]
 
 
 def half_to_interleaved(x: torch.Tensor) -> torch.Tensor:
-    """Reorder the last dimension from pairs ``(i, i + h)`` to pairs ``(2i, 2i+1)``."""
+    """Reorder the last dimension from pairs ``(i, i + h)`` to pairs ``(2i, 2i+1)``.
+
+    ``x``: a tensor of any dtype with an even, non-zero last dimension.
+    """
+    _check_pairs("x", x)
     return x[..., layout_permutation(x.shape[-1], to="interleaved").to(x.device)]
 
 
@@ -272,8 +320,8 @@ def permute_qk_weights(
     """Permute the output rows of a query or key projection so that a model trained with one RoPE
     layout gives identical attention scores with the other.
 
-    ``weight`` is an ``nn.Linear`` weight ``(num_heads * head_dim, in_features)`` or a bias
-    ``(num_heads * head_dim,)``; heads are contiguous blocks of rows (the usual
+    ``weight`` is a floating ``nn.Linear`` weight ``(num_heads * head_dim, in_features)`` or a bias
+    ``(num_heads * head_dim,)`` (other ranks are refused: only the first axis holds heads); heads are contiguous blocks of rows (the usual
     ``view(batch, seq, heads, head_dim)`` split). Within each head the rows are reordered by
     :func:`layout_permutation`. Apply it to *both* the query and the key projection (values and the
     output projection are untouched).
@@ -282,10 +330,13 @@ def permute_qk_weights(
     every ``v``, then ``<rope_half(P q), rope_half(P k)> = <P rope_i(q), P rope_i(k)> = <rope_i(q), rope_i(k)>``.
     """
     num_heads = check_positive_int("num_heads", num_heads)
+    check_tensor("weight", weight, "floating", dim=(1, 2), finite=False)
+    check_choice("to", to, ROPE_LAYOUTS)
     rows = weight.shape[0]
     if rows % num_heads:
         raise ValueError(f"weight has {rows} rows, not divisible by num_heads={num_heads}")
     head_dim = rows // num_heads
+    check_even("head_dim (rows of weight per head)", head_dim)
     perm = layout_permutation(head_dim, to=to).to(weight.device)
     w = weight.reshape(num_heads, head_dim, *weight.shape[1:])
     return w[:, perm].reshape(weight.shape).clone()
@@ -298,9 +349,14 @@ class RotaryEmbedding(nn.Module):
     """RoPE with cached cos/sin tables.
 
     ``forward(x, positions=None)`` rotates ``x`` of shape ``(..., seq, head_dim)`` (call it on the
-    queries and on the keys). The cos/sin cache covers positions ``0 ... cached_positions - 1`` and is
-    held in non-persistent buffers (recomputable, so not saved in ``state_dict``); it grows when a
-    larger position is requested and is rebuilt on the input's device if the module was not moved.
+    queries and on the keys). ``x`` is a floating tensor; ``positions`` an integer (or integral
+    float32/float64) tensor of positions >= 0, of shape ``(seq,)`` or ``(batch, seq)``.
+    The float64 cos/sin cache covers positions ``0 ... cached_positions - 1`` and is
+    held in non-persistent buffers (recomputable, so not saved in ``state_dict``); it grows (by powers of
+    two) when a larger position is requested, but never beyond ``cache_limit = max(max_positions,
+    CACHE_LIMIT)`` positions: a call that needs a position past that limit gets cos and sin computed for
+    its own positions only, so memory follows the number of positions, not their values. The cache is
+    rebuilt on the input's device if the module was not moved.
 
     With :class:`~course_pe.rope_scaling.DynamicNTKScaling` the frequencies depend on the current length: an input
     longer than ``original_max_positions`` gets stretched frequencies, and a later short input gets
@@ -337,6 +393,8 @@ class RotaryEmbedding(nn.Module):
         self.base = check_positive_float("base", base)
         self.layout = check_choice("layout", layout, ROPE_LAYOUTS)
         self.scaling = scaling
+        max_positions = check_positive_int("max_positions", max_positions)
+        self.cache_limit = max(max_positions, CACHE_LIMIT)
         inv_freq, factor = rope_frequencies(self.rotary_dim, base=self.base, scaling=scaling, dtype=torch.float64)
         self.attention_factor = factor
         self._freq_seq_len: int | None = None  # the seq_len the current inv_freq was built for (dynamic NTK)
@@ -346,7 +404,7 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("inv_freq", inv_freq.to(torch.float32), persistent=False)
         self.register_buffer("cos_cached", torch.empty(0), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0), persistent=False)
-        self._build_cache(check_positive_int("max_positions", max_positions), self.inv_freq.device)
+        self._build_cache(max_positions, self.inv_freq.device)
 
     @property
     def cached_positions(self) -> int:
@@ -354,7 +412,9 @@ class RotaryEmbedding(nn.Module):
 
     def _build_cache(self, length: int, device: torch.device) -> None:
         positions = torch.arange(length, device=device, dtype=torch.float64)
-        cos, sin = rope_cos_sin(positions, self._inv_freq64.to(device), attention_factor=self.attention_factor)
+        cos, sin = rope_cos_sin(
+            positions, self._inv_freq64.to(device), dtype=torch.float64, attention_factor=self.attention_factor
+        )
         self.cos_cached, self.sin_cached = cos, sin
 
     def _update_frequencies(self, seq_len: int, device: torch.device) -> None:
@@ -371,26 +431,41 @@ class RotaryEmbedding(nn.Module):
         self._inv_freq64 = inv_freq
         self.inv_freq = inv_freq.to(device=device, dtype=torch.float32)
         self._freq_seq_len = wanted
-        self._build_cache(max(seq_len, self.cached_positions), device)
+        self._build_cache(min(max(seq_len, self.cached_positions), self.cache_limit), device)
 
     def cos_sin(self, positions: torch.Tensor, *, seq_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cached ``cos`` and ``sin`` at integer ``positions``, shape ``positions.shape + (rotary_dim // 2,)``."""
+        """float64 ``cos`` and ``sin`` at ``positions``, shape ``positions.shape + (rotary_dim // 2,)``.
+
+        ``positions``: integer tensor (or float32/float64 holding whole numbers) of values ``>= 0``.
+        ``seq_len`` (dynamic NTK only): the current length, default ``max(positions) + 1``.
+        """
+        check_tensor("positions", positions, "position")
         if positions.dtype.is_floating_point:
             if not torch.equal(positions, positions.round()):
                 raise ValueError("RotaryEmbedding caches integer positions; use apply_rope for fractional ones")
+            if positions.numel() and float(positions.abs().max()) > _EXACT_FLOAT:
+                raise ValueError(f"float positions must be at most 2**53 (exact integers), got {float(positions.max())}")
             positions = positions.long()
-        if positions.numel() and int(positions.min()) < 0:
-            raise ValueError("positions must be >= 0")
+        check_index_range("positions", positions, 0, None)
+        if seq_len is not None:
+            seq_len = check_positive_int("seq_len", seq_len)
         needed = int(positions.max()) + 1 if positions.numel() else 1
         device = positions.device
         self._update_frequencies(seq_len if seq_len is not None else needed, device)
-        stale = self.cos_cached.device != device or self.cos_cached.dtype != torch.float32  # e.g. after .half()
+        if needed > self.cache_limit:
+            # past the bounded cache: compute cos/sin for these positions only (memory ~ positions.numel())
+            return rope_cos_sin(
+                positions, self._inv_freq64.to(device), dtype=torch.float64, attention_factor=self.attention_factor
+            )
+        stale = self.cos_cached.device != device or self.cos_cached.dtype != torch.float64  # e.g. after .half()
         if needed > self.cached_positions or stale:
             length = max(needed, self.cached_positions)
-            self._build_cache(1 << math.ceil(math.log2(length)), device)
+            self._build_cache(min(1 << math.ceil(math.log2(length)), self.cache_limit), device)
         return self.cos_cached[positions], self.sin_cached[positions]
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Rotate floating ``x`` (``(..., seq, head_dim)``) at ``positions`` (see the class docstring)."""
+        check_tensor("x", x, "floating", min_dim=2, finite=False)
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x must have last dimension head_dim={self.head_dim}, got shape {tuple(x.shape)}")
         seq = x.shape[-2]

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._validation import check_even, check_positive_float, check_positive_int
+from ._validation import check_dtype, check_even, check_int, check_positive_float, check_positive_int
 
 __all__ = [
     "DynamicNTKScaling",
@@ -111,6 +111,9 @@ class YaRNScaling:
     ``gamma(r) = (r - alpha) / (beta - alpha)`` linear in the number of turns ``r`` itself, which keeps less of the
     pairs inside the range. The correction range is floored and ceiled to whole pair indices. cos and sin are multiplied by ``attention_factor``
     (default ``0.1 * ln(factor) + 1``), so logits are scaled by its square.
+
+    ``factor >= 1``, ``beta_fast > beta_slow > 0`` and ``attention_factor > 0`` are finite real numbers;
+    ``original_max_positions`` a positive integer.
     """
 
     factor: float
@@ -122,12 +125,14 @@ class YaRNScaling:
     def __post_init__(self) -> None:
         object.__setattr__(self, "factor", _check_factor(self.factor))
         check_positive_int("original_max_positions", self.original_max_positions)
-        check_positive_float("beta_fast", self.beta_fast)
-        check_positive_float("beta_slow", self.beta_slow)
+        object.__setattr__(self, "beta_fast", check_positive_float("beta_fast", self.beta_fast))
+        object.__setattr__(self, "beta_slow", check_positive_float("beta_slow", self.beta_slow))
         if self.beta_fast <= self.beta_slow:
             raise ValueError(f"beta_fast ({self.beta_fast}) must be greater than beta_slow ({self.beta_slow})")
         if self.attention_factor is not None:
-            check_positive_float("attention_factor", self.attention_factor)
+            object.__setattr__(
+                self, "attention_factor", check_positive_float("attention_factor", self.attention_factor)
+            )
 
 
 @dataclass(frozen=True)
@@ -148,8 +153,8 @@ class Llama3Scaling:
     def __post_init__(self) -> None:
         object.__setattr__(self, "factor", _check_factor(self.factor))
         check_positive_int("original_max_positions", self.original_max_positions)
-        check_positive_float("low_freq_factor", self.low_freq_factor)
-        check_positive_float("high_freq_factor", self.high_freq_factor)
+        object.__setattr__(self, "low_freq_factor", check_positive_float("low_freq_factor", self.low_freq_factor))
+        object.__setattr__(self, "high_freq_factor", check_positive_float("high_freq_factor", self.high_freq_factor))
         if self.high_freq_factor <= self.low_freq_factor:
             raise ValueError(
                 f"high_freq_factor ({self.high_freq_factor}) must be greater than "
@@ -198,7 +203,19 @@ def yarn_correction_range(
 
     Pair ``i`` completes ``L theta_i / (2 pi)`` rotations over ``L`` positions; solving
     ``L theta_i / (2 pi) = beta`` for ``i`` gives ``d ln(L / (2 pi beta)) / (2 ln base)``.
+
+    Arguments: ``head_dim`` a positive even integer, ``base > 1`` (``ln base`` is a divisor),
+    ``original_max_positions`` a positive integer, ``beta_fast > beta_slow > 0`` finite real numbers.
     """
+    head_dim = check_even("head_dim", head_dim)
+    base = check_positive_float("base", base)
+    if base <= 1.0:
+        raise ValueError(f"base must be > 1 (its logarithm is a divisor), got {base}")
+    original_max_positions = check_positive_int("original_max_positions", original_max_positions)
+    beta_fast = check_positive_float("beta_fast", beta_fast)
+    beta_slow = check_positive_float("beta_slow", beta_slow)
+    if beta_fast <= beta_slow:
+        raise ValueError(f"beta_fast ({beta_fast}) must be greater than beta_slow ({beta_slow})")
 
     def pair_index(rotations: float) -> float:
         return head_dim * math.log(original_max_positions / (rotations * 2 * math.pi)) / (2 * math.log(base))
@@ -268,7 +285,7 @@ def rope_frequencies(
         base: the frequency base (10000 in RoFormer and LLaMA 1-2, 500000 in Llama 3).
         scaling: ``None`` or one of the scaling dataclasses of this module.
         seq_len: current sequence length; only :class:`DynamicNTKScaling` uses it.
-        dtype: dtype of the returned frequencies. The default float32 matches what checkpoints and
+        dtype: floating dtype of the returned frequencies. The default float32 matches what checkpoints and
             other libraries store; :func:`~course_pe.rope.apply_rope` uses float64, because at position
             ``p`` a float32 rounding of ``theta_i`` shifts the angle by up to ``p * theta_i * 2**-24``.
 
@@ -280,8 +297,9 @@ def rope_frequencies(
     base = check_positive_float("base", base)
     if base <= 1.0:
         raise ValueError(f"base must be > 1 so that frequencies decrease, got {base}")
+    check_dtype("dtype", dtype, "floating")
     if seq_len is not None:
-        seq_len = check_positive_int("seq_len", seq_len)
+        seq_len = check_int("seq_len", seq_len, minimum=1, maximum=2**53)
     method = _METHODS.get(type(scaling))
     if method is None:
         names = ", ".join(t.__name__ for t in _METHODS if t is not type(None))

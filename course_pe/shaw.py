@@ -21,7 +21,14 @@ import math
 import torch
 from torch import nn
 
-from ._validation import check_last_dim, check_nonnegative_int, check_positive_int
+from ._validation import (
+    check_bool,
+    check_device,
+    check_last_dim,
+    check_nonnegative_int,
+    check_positive_int,
+    check_tensor,
+)
 
 __all__ = ["ShawRelativePositions", "shaw_attention", "shaw_relative_positions"]
 
@@ -38,13 +45,20 @@ def shaw_relative_positions(
 
     ``i`` indexes queries and ``j`` keys. By default queries are the *last* ``q_len`` positions of
     the keys (``query_offset = k_len - q_len``, the usual KV-cache convention), which reduces to
-    ``i`` and ``j`` on the same axis when ``q_len == k_len``.
+    ``i`` and ``j`` on the same axis when ``q_len == k_len``. ``q_len``, ``k_len``, ``max_distance`` and
+    ``query_offset`` are integers >= 0 (empty sequences give an empty table); ``q_len > k_len`` needs an
+    explicit ``query_offset``.
     """
-    q_len = check_positive_int("q_len", q_len)
-    k_len = check_positive_int("k_len", k_len)
+    q_len = check_nonnegative_int("q_len", q_len)
+    k_len = check_nonnegative_int("k_len", k_len)
     max_distance = check_nonnegative_int("max_distance", max_distance)
+    device = check_device("device", device)
     if query_offset is None:
-        query_offset = max(k_len - q_len, 0)
+        if q_len > k_len:
+            raise ValueError(f"q_len ({q_len}) exceeds k_len ({k_len}); pass query_offset explicitly")
+        query_offset = k_len - q_len
+    else:
+        query_offset = check_nonnegative_int("query_offset", query_offset)
     i = torch.arange(q_len, device=device)[:, None] + query_offset
     j = torch.arange(k_len, device=device)[None, :]
     return (j - i).clamp(-max_distance, max_distance) + max_distance
@@ -64,9 +78,10 @@ def shaw_attention(
     """Attention with Shaw et al. relative key (and optionally value) embeddings.
 
     Args:
-        q: ``(batch, heads, q_len, head_dim)``; k, v: ``(batch, heads, k_len, head_dim)``.
-        rel_keys, rel_values: ``(2 * max_distance + 1, head_dim)`` tables (``rel_values`` may be None).
-        mask: optional boolean tensor broadcastable to ``(batch, heads, q_len, k_len)``; True = keep.
+        q: ``(batch, heads, q_len, head_dim)``; k, v: ``(batch, heads, k_len, head_dim)``; floating.
+        rel_keys, rel_values: floating ``(2 * max_distance + 1, head_dim)`` tables (``rel_values`` may be None).
+        max_distance: clipping distance ``K``, an integer >= 0.
+        mask: optional bool tensor broadcastable to ``(batch, heads, q_len, k_len)``; True = keep.
 
     Computed without materialising a ``(q_len, k_len, head_dim)`` tensor: the query is dotted with
     all ``2K + 1`` table rows once and the result gathered, and the attention weights are summed
@@ -74,14 +89,39 @@ def shaw_attention(
 
     Returns ``(batch, heads, q_len, head_dim)``, and the weights if ``return_weights``.
     """
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError("q, k and v must be (batch, heads, seq, head_dim) tensors")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, "floating", dim=4, finite=False)
+    if k.shape[:3] != v.shape[:3] or q.shape[:2] != k.shape[:2] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            "expected q (batch, heads, q_len, d), k (batch, heads, k_len, d) and v (batch, heads, k_len, d_v), "
+            f"got {tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    max_distance = check_nonnegative_int("max_distance", max_distance)
+    return_weights = check_bool("return_weights", return_weights)
+    check_tensor("rel_keys", rel_keys, "floating")
+    if rel_values is not None:
+        check_tensor("rel_values", rel_values, "floating")
+    if q.shape[-2] > k.shape[-2]:
+        raise ValueError(f"q_len ({q.shape[-2]}) cannot exceed k_len ({k.shape[-2]})")
+    if mask is not None:
+        check_tensor("mask", mask, "bool")
+        try:
+            ok = torch.broadcast_shapes(mask.shape, (*q.shape[:3], k.shape[-2])) == (*q.shape[:3], k.shape[-2])
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the logits")
     head_dim = q.shape[-1]
     num_rel = 2 * max_distance + 1
     if rel_keys.shape != (num_rel, head_dim):
-        raise ValueError(f"rel_keys must have shape ({num_rel}, {head_dim}), got {tuple(rel_keys.shape)}")
+        raise ValueError(
+            f"rel_keys must have shape (2 * max_distance + 1, head_dim) = ({num_rel}, {head_dim}) for "
+            f"max_distance={max_distance}, got {tuple(rel_keys.shape)}"
+        )
     if rel_values is not None and rel_values.shape != (num_rel, v.shape[-1]):
-        raise ValueError(f"rel_values must have shape ({num_rel}, {v.shape[-1]}), got {tuple(rel_values.shape)}")
+        raise ValueError(
+            f"rel_values must have shape (2 * max_distance + 1, d_v) = ({num_rel}, {v.shape[-1]}), got {tuple(rel_values.shape)}"
+        )
     q_len, k_len = q.shape[-2], k.shape[-2]
     idx = shaw_relative_positions(q_len, k_len, max_distance, device=q.device)  # (q_len, k_len)
     content = q @ k.transpose(-2, -1)  # (b, h, q, k)
@@ -109,6 +149,7 @@ class ShawRelativePositions(nn.Module):
         super().__init__()
         self.head_dim = check_positive_int("head_dim", head_dim)
         self.max_distance = check_nonnegative_int("max_distance", max_distance)
+        values = check_bool("values", values)
         n = 2 * self.max_distance + 1
         self.rel_keys = nn.Parameter(torch.randn(n, self.head_dim) * self.head_dim**-0.5)
         self.rel_values = nn.Parameter(torch.randn(n, self.head_dim) * self.head_dim**-0.5) if values else None

@@ -27,17 +27,25 @@ import torch
 from torch import nn
 
 from ._validation import (
+    check_bool,
     check_choice,
+    check_device,
+    check_dtype,
     check_even,
+    check_float,
     check_last_dim,
     check_nonnegative_int,
     check_positive_float,
     check_positive_int,
     check_probability,
+    check_tensor,
 )
 
 SinusoidalLayout = Literal["interleaved", "blocks"]
 SINUSOIDAL_LAYOUTS: tuple[str, ...] = ("interleaved", "blocks")
+#: :class:`SinusoidalPositionalEncoding` keeps at most ``max(max_len, CACHE_LIMIT)`` rows; rows beyond are
+#: computed for the call and not kept (one call at a huge offset must not leave a huge buffer behind).
+CACHE_LIMIT = 8192
 
 __all__ = [
     "SINUSOIDAL_LAYOUTS",
@@ -53,7 +61,8 @@ __all__ = [
 def sinusoidal_frequencies(d_model: int, *, base: float = 10000.0) -> np.ndarray:
     """Angular frequencies ``w_i = base**(-2i/d_model)`` for ``i = 0 ... d_model/2 - 1``.
 
-    Returns a float64 array of shape ``(d_model // 2,)``, decreasing from 1.
+    Returns a float64 array of shape ``(d_model // 2,)``, decreasing from 1 (constant 1 when ``base == 1``).
+    ``d_model`` is a positive even Python/NumPy integer, ``base`` a finite real number > 0.
     """
     d_model = check_even("d_model", d_model)
     base = check_positive_float("base", base)
@@ -80,7 +89,7 @@ def sinusoidal_encoding_np(
     """NumPy float64 twin of :func:`sinusoidal_encoding`, for worked examples.
 
     Returns an array of shape ``(num_positions, d_model)`` for positions
-    ``start, start + 1, ..., start + num_positions - 1``.
+    ``start, start + 1, ..., start + num_positions - 1`` (integers ``num_positions >= 1``, ``start >= 0``).
     """
     num_positions = check_positive_int("num_positions", num_positions)
     start = check_nonnegative_int("start", start)
@@ -114,10 +123,16 @@ def sinusoidal_encoding(
     Row ``r`` is the encoding of position ``start + r``. Computed in float64, then cast to
     ``dtype``. See the module docstring for the two layouts.
 
+    ``dtype`` must be a floating dtype (float16, bfloat16, float32 or float64): an integer table would
+    be rounded to zeros and ones, so it is refused.
+
     Raises:
         ValueError: if ``d_model`` is odd or not positive, ``num_positions < 1``,
             ``base <= 0`` or ``layout`` is unknown.
+        TypeError: for a non-integer size, a non-floating ``dtype`` or a malformed ``device``.
     """
+    check_dtype("dtype", dtype, "floating")
+    device = check_device("device", device)
     table = sinusoidal_encoding_np(num_positions, d_model, base=base, layout=layout, start=start)
     return torch.from_numpy(table).to(dtype=dtype, device=device)
 
@@ -136,11 +151,12 @@ def shift_matrix(
     ``[[cos(k w_i), sin(k w_i)], [-sin(k w_i), cos(k w_i)]]`` acting on ``(sin, cos)``.
     It depends on the offset ``k`` only, never on ``p``. ``k`` may be negative or fractional.
 
-    Returns a ``(d_model, d_model)`` tensor (float64 by default) in the given layout.
+    Returns a ``(d_model, d_model)`` tensor (float64 by default; ``dtype`` must be floating) in the given
+    layout. ``k`` is a finite real Python/NumPy number (not a bool, not a tensor).
     """
     check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
-    if isinstance(k, bool) or not isinstance(k, (int, float)):
-        raise TypeError(f"k must be a number, got {type(k).__name__}")
+    k = check_float("k", k)
+    check_dtype("dtype", dtype, "floating")
     omega = sinusoidal_frequencies(d_model, base=base)
     c, s = np.cos(k * omega), np.sin(k * omega)
     half = d_model // 2
@@ -168,9 +184,10 @@ class SinusoidalPositionalEncoding(nn.Module):
     ``sqrt(d_model)`` and apply dropout to the sum).
 
     The table is a non-persistent buffer (it is a function of the arguments, so it is not
-    saved in ``state_dict``). It grows on demand: sinusoidal encodings are defined for every
+    saved in ``state_dict``), kept in float64 and rounded once to the input's dtype. It grows on demand up to ``max(max_len, CACHE_LIMIT)`` rows; rows
+    beyond are computed for the call only. Sinusoidal encodings are defined for every
     position, so a longer input is not an error (whether the *model* copes is another
-    matter; see Part III).
+    matter; see Part III). ``x`` must be a floating tensor; the output has its dtype.
 
     Args:
         d_model: model width (even).
@@ -197,29 +214,44 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.d_model = check_even("d_model", d_model)
         self.base = check_positive_float("base", base)
         self.layout = check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
-        self.scale_embeddings = bool(scale_embeddings)
+        self.scale_embeddings = check_bool("scale_embeddings", scale_embeddings)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         max_len = check_positive_int("max_len", max_len)
+        self.cache_limit = max(max_len, CACHE_LIMIT)
         self.register_buffer("pe", self._table(max_len), persistent=False)
 
     def _table(self, length: int, device: torch.device | None = None) -> torch.Tensor:
         return sinusoidal_encoding(
-            length, self.d_model, base=self.base, layout=self.layout, device=device
+            length, self.d_model, base=self.base, layout=self.layout, dtype=torch.float64, device=device
         )
 
     def encoding(self, length: int, *, offset: int = 0) -> torch.Tensor:
-        """Rows ``offset ... offset + length - 1`` of the table, shape ``(length, d_model)``."""
-        length = check_positive_int("length", length)
+        """Rows ``offset ... offset + length - 1`` of the table, shape ``(length, d_model)`` (float64).
+
+        ``length >= 0`` and ``offset >= 0`` are integers. Rows past the bounded cache are computed on the fly.
+        """
+        length = check_nonnegative_int("length", length)
         offset = check_nonnegative_int("offset", offset)
-        if offset + length > self.pe.shape[0]:
-            self.pe = self._table(offset + length, device=self.pe.device)
-        return self.pe[offset : offset + length]
+        end = offset + length
+        if self.pe.dtype != torch.float64:  # e.g. after Module.half(): rebuild rather than use a rounded table
+            self.pe = self._table(self.pe.shape[0], device=self.pe.device)
+        if end > self.pe.shape[0]:
+            if end > self.cache_limit:  # computed for this call only, in proportion to length
+                if length == 0:
+                    return self.pe[:0]
+                return sinusoidal_encoding(
+                    length, self.d_model, base=self.base, layout=self.layout, dtype=torch.float64,
+                    device=self.pe.device, start=offset,
+                )
+            self.pe = self._table(end, device=self.pe.device)
+        return self.pe[offset:end]
 
     def forward(self, x: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
-        """``x``: ``(batch, seq, d_model)``; returns the same shape and dtype."""
+        """``x``: floating ``(batch, seq, d_model)`` (``seq`` may be 0); returns the same shape and dtype."""
+        check_tensor("x", x, "floating", finite=False)
         if x.dim() != 3:
             raise ValueError(
-                f"expected a batch-first input of shape (batch, seq, d_model), got shape {tuple(x.shape)}"
+                f"x must be a batch-first input of shape (batch, seq, d_model), got shape {tuple(x.shape)}"
             )
         check_last_dim("x", x, self.d_model)
         pe = self.encoding(x.shape[1], offset=offset).to(dtype=x.dtype, device=x.device)

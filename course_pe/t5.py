@@ -19,7 +19,7 @@ import math
 import torch
 from torch import nn
 
-from ._validation import check_positive_int
+from ._validation import check_bool, check_device, check_nonnegative_int, check_positive_int, check_tensor
 
 __all__ = ["T5RelativeBias", "t5_relative_position_bucket"]
 
@@ -31,7 +31,8 @@ def t5_relative_position_bucket(
     num_buckets: int = 32,
     max_distance: int = 128,
 ) -> torch.Tensor:
-    """Map relative positions (``key - query``, integer tensor of any shape) to bucket ids.
+    """Map relative positions (``key - query``, an integer tensor of any shape; not bool, not floating) to
+    bucket ids.
 
     Returns a long tensor of the same shape with values in ``0 ... num_buckets - 1``.
 
@@ -39,10 +40,10 @@ def t5_relative_position_bucket(
     ``r = |relative_position|`` (or ``max(-relative_position, 0)`` when causal) maps to
     ``r`` if ``r < e``, else ``min(n - 1, e + floor(log(r / e) / log(max_distance / e) * (n - e)))``.
     """
+    check_tensor("relative_position", relative_position, "integer")
+    bidirectional = check_bool("bidirectional", bidirectional)
     num_buckets = check_positive_int("num_buckets", num_buckets)
     max_distance = check_positive_int("max_distance", max_distance)
-    if relative_position.dtype.is_floating_point or relative_position.dtype == torch.bool:
-        raise TypeError(f"relative_position must be an integer tensor, got {relative_position.dtype}")
     n = num_buckets
     if bidirectional:
         if n % 2:
@@ -72,8 +73,9 @@ def t5_relative_position_bucket(
 class T5RelativeBias(nn.Module):
     """One learned scalar per (bucket, head), added to attention logits.
 
-    ``forward(q_len, k_len)`` returns a bias of shape ``(1, num_heads, q_len, k_len)``. Queries are the
-    last ``q_len`` positions of the ``k_len`` keys unless ``query_offset`` is given.
+    ``forward(q_len, k_len)`` (integers >= 0) returns a bias of shape ``(1, num_heads, q_len, k_len)`` in the
+    embedding's dtype. Queries are the last ``q_len`` positions of the ``k_len`` keys unless
+    ``query_offset`` (an integer >= 0) is given; ``q_len > k_len`` then needs an explicit offset.
     """
 
     def __init__(
@@ -86,7 +88,7 @@ class T5RelativeBias(nn.Module):
     ) -> None:
         super().__init__()
         self.num_heads = check_positive_int("num_heads", num_heads)
-        self.bidirectional = bool(bidirectional)
+        self.bidirectional = check_bool("bidirectional", bidirectional)
         self.num_buckets = check_positive_int("num_buckets", num_buckets)
         self.max_distance = check_positive_int("max_distance", max_distance)
         # validate the combination once, up front
@@ -105,10 +107,15 @@ class T5RelativeBias(nn.Module):
         query_offset: int | None = None,
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
-        q_len = check_positive_int("q_len", q_len)
-        k_len = check_positive_int("k_len", k_len)
+        q_len = check_nonnegative_int("q_len", q_len)
+        k_len = check_nonnegative_int("k_len", k_len)
         if query_offset is None:
-            query_offset = max(k_len - q_len, 0)
+            if q_len > k_len:
+                raise ValueError(f"q_len ({q_len}) exceeds k_len ({k_len}); pass query_offset explicitly")
+            query_offset = k_len - q_len
+        else:
+            query_offset = check_nonnegative_int("query_offset", query_offset)
+        device = check_device("device", device)
         device = self.embedding.weight.device if device is None else device
         query = torch.arange(q_len, device=device)[:, None] + query_offset
         key = torch.arange(k_len, device=device)[None, :]

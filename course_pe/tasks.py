@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._validation import check_positive_int
+from ._validation import check_bool, check_generator, check_int, check_positive_int, check_tensor
 
 IGNORE = -100
 
@@ -46,11 +46,30 @@ class Batch:
     inputs: torch.Tensor
     targets: torch.Tensor
 
+    def __post_init__(self) -> None:
+        check_tensor("inputs", self.inputs, "integer", dim=2)
+        check_tensor("targets", self.targets, "integer", dim=2)
+        if self.inputs.shape[0] != self.targets.shape[0]:
+            raise ValueError(
+                f"inputs and targets must have the same batch size, got {tuple(self.inputs.shape)} and "
+                f"{tuple(self.targets.shape)}"
+            )
+
 
 def _random_tokens(batch_size: int, seq_len: int, num_symbols: int, generator: torch.Generator | None) -> torch.Tensor:
     check_positive_int("batch_size", batch_size)
     check_positive_int("seq_len", seq_len)
+    check_generator("generator", generator)
     return torch.randint(num_symbols, (batch_size, seq_len), generator=generator)
+
+
+#: Largest number of contexts (``num_symbols ** order``) of a :class:`MarkovTask`.
+MAX_MARKOV_STATES = 4096
+
+
+def _check_task_fields(task: object) -> None:
+    check_positive_int("num_symbols", task.num_symbols)  # type: ignore[attr-defined]
+    check_bool("causal", task.causal)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -59,6 +78,9 @@ class ReverseTask:
 
     num_symbols: int = 16
     causal: bool = False
+
+    def __post_init__(self) -> None:
+        _check_task_fields(self)
 
     @property
     def vocab_size(self) -> int:
@@ -69,6 +91,7 @@ class ReverseTask:
         return self.num_symbols
 
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        """``batch_size`` and ``seq_len`` positive integers; ``generator`` None or a ``torch.Generator``."""
         x = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
         return Batch(x, x.flip(1))
 
@@ -80,6 +103,9 @@ class SortTask:
     num_symbols: int = 16
     causal: bool = False
 
+    def __post_init__(self) -> None:
+        _check_task_fields(self)
+
     @property
     def vocab_size(self) -> int:
         return self.num_symbols
@@ -89,6 +115,7 @@ class SortTask:
         return self.num_symbols
 
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        """``batch_size`` and ``seq_len`` positive integers; ``generator`` None or a ``torch.Generator``."""
         x = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
         return Batch(x, x.sort(dim=1).values)
 
@@ -105,6 +132,10 @@ class HistogramTask:
     max_count: int = 32
     causal: bool = False
 
+    def __post_init__(self) -> None:
+        _check_task_fields(self)
+        check_positive_int("max_count", self.max_count)
+
     @property
     def vocab_size(self) -> int:
         return self.num_symbols
@@ -114,6 +145,7 @@ class HistogramTask:
         return self.max_count + 1
 
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        """``batch_size`` and ``seq_len`` positive integers; ``generator`` None or a ``torch.Generator``."""
         x = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
         counts = (x[:, :, None] == x[:, None, :]).sum(-1).clamp(max=self.max_count)
         return Batch(x, counts)
@@ -127,6 +159,10 @@ class PositionTask:
     max_len: int = 64
     causal: bool = False
 
+    def __post_init__(self) -> None:
+        _check_task_fields(self)
+        check_positive_int("max_len", self.max_len)
+
     @property
     def vocab_size(self) -> int:
         return self.num_symbols
@@ -136,6 +172,8 @@ class PositionTask:
         return self.max_len
 
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        """``batch_size`` positive, ``seq_len`` in ``1 ... max_len``; ``generator`` None or a ``torch.Generator``."""
+        seq_len = check_positive_int("seq_len", seq_len)
         if seq_len > self.max_len:
             raise ValueError(f"seq_len {seq_len} exceeds max_len {self.max_len}")
         x = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
@@ -154,6 +192,9 @@ class CopyTask:
     num_symbols: int = 16
     causal: bool = True
 
+    def __post_init__(self) -> None:
+        _check_task_fields(self)
+
     @property
     def bos(self) -> int:
         return self.num_symbols
@@ -171,6 +212,7 @@ class CopyTask:
         return self.vocab_size
 
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        """``batch_size`` and ``seq_len`` (the copied length ``n``) positive integers."""
         a = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
         bos = torch.full((batch_size, 1), self.bos)
         sep = torch.full((batch_size, 1), self.sep)
@@ -206,11 +248,20 @@ class MarkovTask:
     stationary: torch.Tensor = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_positive_int("num_symbols", self.num_symbols)
+        _check_task_fields(self)
+        check_int("order", self.order)
         if self.order not in (1, 2):
             raise ValueError(f"order must be 1 or 2, got {self.order}")
+        check_int("branching", self.branching)
         if not 1 <= self.branching <= self.num_symbols:
             raise ValueError(f"branching must be in 1 ... num_symbols, got {self.branching}")
+        check_int("seed", self.seed, minimum=0, maximum=2**63 - 1)
+        check_bool("bos", self.bos)
+        if self.num_symbols**self.order > MAX_MARKOV_STATES:
+            raise ValueError(
+                f"num_symbols**order = {self.num_symbols}**{self.order} contexts exceed {MAX_MARKOV_STATES} "
+                "(the stationary distribution is computed on a dense contexts x contexts matrix)"
+            )
         g = torch.Generator().manual_seed(self.seed)
         states = self.num_symbols**self.order
         table = torch.zeros(states, self.num_symbols, dtype=torch.float64)
@@ -261,16 +312,20 @@ class MarkovTask:
         return float((self.stationary * row_entropy).sum())
 
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
-        """``seq_len`` symbols per sequence (plus BOS if enabled); next-token targets."""
+        """``seq_len`` symbols per sequence (plus BOS if enabled); next-token targets.
+
+        ``batch_size`` and ``seq_len`` are positive integers (``seq_len = 1`` works for order 2 too).
+        """
         check_positive_int("batch_size", batch_size)
         seq_len = check_positive_int("seq_len", seq_len)
+        check_generator("generator", generator)
         v = self.num_symbols
         state = torch.multinomial(self.stationary, batch_size, replacement=True, generator=generator)
         if self.order == 1:
             first = [state]
         else:
             first = [state // v, state % v]
-        tokens = first[:seq_len]
+        tokens = list(first)  # an order-2 context needs both first tokens, even when seq_len is 1
         while len(tokens) < seq_len + 1:
             context = tokens[-1] if self.order == 1 else tokens[-2] * v + tokens[-1]
             tokens.append(torch.multinomial(self.transition[context], 1, generator=generator).squeeze(1))
@@ -283,7 +338,8 @@ class MarkovTask:
         return Batch(seq[:, :seq_len], seq[:, 1 : seq_len + 1])
 
     def loss_floor_by_position(self, seq_len: int) -> torch.Tensor:
-        """The best achievable loss at each target position (length ``seq_len + 1`` with BOS)."""
+        """The best achievable loss at each target position (length ``seq_len + 1`` with BOS); ``seq_len >= 1``."""
+        seq_len = check_positive_int("seq_len", seq_len)
         v = self.num_symbols
         h = self.entropy_rate
         pi = self.stationary

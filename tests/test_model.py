@@ -38,6 +38,12 @@ def test_causal_and_learned_limits():
 def test_errors():
     with pytest.raises(ValueError, match="position"):
         TinyTransformer(5, position="fourier")
+    with pytest.raises(ValueError, match="d_ff"):
+        TinyTransformer(5, d_ff=0)  # a 0 used to become the default 4 * d_model
+    with pytest.raises(ValueError, match="num_outputs"):
+        TinyTransformer(5, num_outputs=0)
+    with pytest.raises(ValueError, match="tokens must be < 5"):
+        TinyTransformer(5, d_model=8, num_heads=2)(torch.tensor([[1, 5]]))  # used to be IndexError
     model = TinyTransformer(5, d_model=8, num_heads=2)
     with pytest.raises(ValueError, match="long tensor"):
         model(torch.zeros(1, 3))

@@ -12,6 +12,21 @@ def test_permutation_matrix_matches_indexing():
     torch.testing.assert_close(permute_sequence(x.unsqueeze(0), perm)[0], x[perm])
 
 
+def test_four_d_tensors_permute_the_sequence_axis():
+    x = torch.randn(2, 3, 5, 4)  # (batch, heads, seq, head_dim)
+    perm = torch.tensor([4, 0, 3, 1, 2])
+    out = permute_sequence(x, perm)
+    for r in range(5):
+        assert torch.equal(out[:, :, r], x[:, :, int(perm[r])])  # rows of the seq axis, heads untouched
+
+
+def test_bad_perm_in_permute_sequence():
+    with pytest.raises(ValueError, match="permutation"):
+        permute_sequence(torch.randn(3, 2), torch.tensor([0, 0, 1]))
+    with pytest.raises(TypeError, match="perm"):
+        permute_sequence(torch.randn(3, 2), torch.tensor([True, False, True]))
+
+
 def test_derangement_has_no_fixed_points():
     for seed in range(20):
         p = random_permutation(6, generator=torch.Generator().manual_seed(seed))

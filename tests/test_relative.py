@@ -181,3 +181,36 @@ def test_alibi_errors():
         alibi_slopes(0)
     with pytest.raises(ValueError, match="q_len"):
         alibi_bias(2, 5, 3)
+
+
+def test_t5_bias_module_with_fewer_queries_than_keys():
+    module = T5RelativeBias(3, bidirectional=False, num_buckets=8, max_distance=20)
+    bias = module(2, 5)  # queries are the last two of five positions: 3 and 4
+    weight = module.embedding.weight.detach()
+    for qi, qpos in enumerate((3, 4)):
+        for k in range(5):
+            bucket = t5_reference(k - qpos, False, 8, 20)
+            assert torch.equal(bias[0, :, qi, k], weight[bucket])
+    shifted = module(2, 5, query_offset=0)  # explicit offset: queries at 0 and 1
+    assert torch.equal(shifted[0, :, 0, 0], weight[t5_reference(0, False, 8, 20)])
+    assert torch.equal(shifted[0, :, 1, 0], weight[t5_reference(-1, False, 8, 20)])
+    assert module(0, 0).shape == (1, 3, 0, 0)
+
+
+def test_alibi_bias_with_fewer_queries_than_keys_and_empty():
+    bias = alibi_bias(2, 2, 4, dtype=torch.float64)[0]
+    m = [2.0**-4, 2.0**-8]
+    for h in range(2):
+        for qi, i in enumerate((2, 3)):
+            for j in range(4):
+                want = -m[h] * (i - j) if j <= i else -math.inf
+                assert float(bias[h, qi, j]) == want
+    assert alibi_bias(2, 0, 3).shape == (1, 2, 0, 3)
+
+
+def test_t5_smallest_valid_bucket_counts_and_boundaries():
+    # bidirectional 4 buckets: one exact bucket per direction (max_exact = 1) is valid
+    got = t5_relative_position_bucket(torch.arange(-3, 4), bidirectional=True, num_buckets=4, max_distance=8)
+    assert got.tolist() == [t5_reference(r, True, 4, 8) for r in range(-3, 4)]
+    with pytest.raises(ValueError, match="max_distance"):  # max_distance == exact buckets: log(1) = 0 divisor
+        t5_relative_position_bucket(torch.tensor([1]), num_buckets=32, max_distance=8)

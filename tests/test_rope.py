@@ -103,11 +103,39 @@ def test_weight_permutation_gives_identical_scores():
 
 
 def test_per_sequence_positions():
-    x = torch.randn(2, 3, 4, 8)
+    x = torch.randn(2, 3, 4, 8, dtype=torch.float64)
     pos = torch.tensor([[0, 1, 2, 3], [10, 11, 12, 13]])
     out = apply_rope(x, pos)
-    torch.testing.assert_close(out[1], apply_rope(x[1], pos[1]))
-    torch.testing.assert_close(out[0], apply_rope(x[0]))
+    for b in range(2):
+        for h in range(3):
+            expected = reference_rope(x[b, h], pos[b].tolist(), "interleaved")
+            torch.testing.assert_close(out[b, h], expected, rtol=0, atol=1e-12)
+
+
+def test_integer_and_bool_inputs_are_refused():
+    with pytest.raises(TypeError, match="x must be a floating"):
+        apply_rope(torch.ones(3, 8, dtype=torch.long))  # used to return zeros
+    with pytest.raises(TypeError, match="positions"):
+        apply_rope(torch.randn(3, 8), torch.tensor([True, False, True]))
+    with pytest.raises(ValueError, match="finite"):
+        apply_rope(torch.randn(2, 8), torch.tensor([0.0, float("nan")]))
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_empty_sequence_in_every_layout_and_path(layout):
+    for x in (torch.randn(2, 0, 8), torch.randn(0, 2, 8).transpose(0, 1)):
+        out = apply_rope(x, layout=layout)
+        assert out.shape == x.shape
+
+
+def test_default_tables_are_not_cached_for_huge_lengths():
+    from course_pe.rope import CACHE_LIMIT, _default_cos_sin
+
+    _default_cos_sin.cache_clear()
+    apply_rope(torch.randn(1, CACHE_LIMIT + 1, 2))
+    assert _default_cos_sin.cache_info().currsize == 0
+    apply_rope(torch.randn(1, 5, 2))
+    assert _default_cos_sin.cache_info().currsize == 1
 
 
 def test_dtype_device_and_bfloat16_positions():
@@ -178,7 +206,28 @@ class TestRotaryEmbedding:
         pos = torch.tensor([[3, 4, 5, 6], [0, 2, 4, 6]])
         out = rope(x, pos)
         assert out.dtype == torch.float64
-        torch.testing.assert_close(out, apply_rope(x, pos), atol=1e-6, rtol=0)
+        # float64 in, float64 tables: agreement with the pair-by-pair formula to float64 rounding
+        for b in range(2):
+            expected = reference_rope(x[b, 0], pos[b].tolist(), "interleaved")
+            torch.testing.assert_close(out[b, 0], expected, atol=1e-14, rtol=0)
+
+    def test_cache_is_bounded_and_far_positions_are_exact(self):
+        rope = RotaryEmbedding(8, max_positions=16)
+        x = torch.randn(1, 1, 8, dtype=torch.float64)
+        p = 3 * 10**6  # the cache used to grow to 2**22 positions for this one token
+        out = rope(x, torch.tensor([p]))
+        assert rope.cached_positions <= rope.cache_limit < p
+        torch.testing.assert_close(out[0], reference_rope(x[0], [p], "interleaved"), atol=1e-9, rtol=0)
+        rope(torch.randn(1, 40, 8))
+        assert rope.cached_positions == 64  # ordinary growth (powers of two) below the limit is unchanged
+
+    def test_float_integral_positions_and_empty(self):
+        rope = RotaryEmbedding(8)
+        x = torch.randn(3, 8, dtype=torch.float64)
+        torch.testing.assert_close(rope(x, torch.tensor([0.0, 5.0, 9.0])), rope(x, torch.tensor([0, 5, 9])), rtol=0, atol=0)
+        with pytest.raises(ValueError, match="integer positions"):
+            rope(x, torch.tensor([0.0, 0.5, 1.0]))
+        assert rope(torch.randn(1, 0, 8)).shape == (1, 0, 8)
 
     def test_dynamic_ntk_short_equals_unscaled_and_resets(self):
         scaling = DynamicNTKScaling(4.0, original_max_positions=16)
@@ -191,6 +240,18 @@ class TestRotaryEmbedding:
         torch.testing.assert_close(rope(long), apply_rope(long, inv_freq=inv_long), atol=1e-6, rtol=0)
         assert not torch.allclose(rope(long), plain(long))
         torch.testing.assert_close(rope(short), plain(short))  # back to the original frequencies
+
+    def test_dynamic_ntk_uses_the_module_base_and_float64(self):
+        scaling = DynamicNTKScaling(4.0, original_max_positions=16)
+        rope = RotaryEmbedding(8, base=500000.0, scaling=scaling, max_positions=16)
+        x = torch.randn(1, 40, 8, dtype=torch.float64)
+        out = rope(x)
+        new_base = 500000.0 * (4.0 * 40 / 16 - 3.0) ** (8 / 6)  # Dynamic NTK's base for length 40
+        torch.testing.assert_close(out[0], reference_rope(x[0], list(range(40)), "interleaved", base=new_base),
+                                   rtol=0, atol=1e-12)
+        assert rope.inv_freq.dtype == torch.float32  # the exposed buffer: float32 of the new frequencies
+        expected = torch.tensor([new_base ** (-2 * i / 8) for i in range(4)], dtype=torch.float64).float()
+        assert torch.equal(rope.inv_freq, expected)
 
     def test_yarn_attention_factor_scales_cos_sin(self):
         scaling = YaRNScaling(4.0, original_max_positions=64)

@@ -45,41 +45,74 @@ def test_linear_and_ntk():
 def test_dynamic_ntk():
     s = DynamicNTKScaling(2.0, original_max_positions=100)
     for seq_len in (None, 50, 100):
-        torch.testing.assert_close(rope_frequencies(32, scaling=s, seq_len=seq_len)[0], rope_frequencies(32)[0])
+        got = rope_frequencies(32, scaling=s, seq_len=seq_len, dtype=torch.float64)[0]
+        torch.testing.assert_close(got, theta(32), rtol=1e-15, atol=0)
     inv, _ = rope_frequencies(32, scaling=s, seq_len=300)
     scale = 2.0 * 300 / 100 - 1.0
     torch.testing.assert_close(inv.double(), theta(32, 10000 * scale ** (32 / 30)), rtol=1e-6, atol=0)
 
 
-def test_yarn_against_reference():
-    d, base, L, s = 128, 10000.0, 4096, 16.0
-    inv, factor = rope_frequencies(d, base=base, scaling=YaRNScaling(s, L))
+def yarn_reference(d, base, L, s, beta_fast=32.0, beta_slow=1.0):
+    """YaRN's frequencies transcribed from the paper (Peng et al., 2023, eq. 23-25 and section 3.2) and the
+    reference code's helpers (find_correction_range: floor/ceil, clipped to [0, d - 1]; linear_ramp_mask:
+    0.001 added to a zero-width range), in Python floats."""
     corr = lambda r: d * math.log(L / (r * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
-    low, high = math.floor(corr(32)), math.ceil(corr(1))
-    assert yarn_correction_range(d, base, L, 32, 1) == (low, high)
+    low, high = max(math.floor(corr(beta_fast)), 0), min(math.ceil(corr(beta_slow)), d - 1)
+    if low == high:
+        high += 0.001
     expected = []
     for i, t in enumerate(theta(d, base).tolist()):
         ramp = min(1.0, max(0.0, (i - low) / (high - low)))
         expected.append(t / s * ramp + t * (1 - ramp))
-    torch.testing.assert_close(inv.double(), torch.tensor(expected, dtype=torch.float64), rtol=1e-6, atol=0)
-    assert factor == pytest.approx(0.1 * math.log(16) + 1)
+    return torch.tensor(expected, dtype=torch.float64)
+
+
+@pytest.mark.parametrize(
+    "d,base,L,s",
+    [
+        (128, 10000.0, 4096, 16.0),
+        (64, 500000.0, 8192, 4.0),
+        (8, 10000.0, 4 * 10**9, 2.0),  # both ends clipped to d - 1: the zero-width ramp case
+        (8, 10000.0, 1, 2.0),  # both ends clipped to 0
+    ],
+)
+def test_yarn_against_reference(d, base, L, s):
+    inv, factor = rope_frequencies(d, base=base, scaling=YaRNScaling(s, L), dtype=torch.float64)
+    torch.testing.assert_close(inv, yarn_reference(d, base, L, s), rtol=1e-14, atol=0)
+    assert factor == pytest.approx(0.1 * math.log(s) + 1, rel=1e-15)
     assert rope_frequencies(d, scaling=YaRNScaling(s, L, attention_factor=1.0))[1] == 1.0
+    assert rope_frequencies(d, scaling=YaRNScaling(s, L, attention_factor=0.5))[1] == 0.5
 
 
-def test_llama3_against_reference():
+def test_yarn_correction_range_values():
+    d, base, L = 128, 10000.0, 4096
+    corr = lambda r: d * math.log(L / (r * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
+    assert yarn_correction_range(d, base, L, 32, 1) == (math.floor(corr(32)), math.ceil(corr(1))) == (20.0, 46.0)
+    assert yarn_correction_range(8, base, 1, 32, 1) == (0.0, 0.0)  # clipped below
+    assert yarn_correction_range(8, base, 4 * 10**9, 32, 1) == (7.0, 7.0)  # clipped above
+
+
+def test_attention_factor_is_one_except_for_yarn():
+    for scaling in (None, LinearScaling(4.0), NTKScaling(4.0), DynamicNTKScaling(4.0, 16), Llama3Scaling(8.0, 64)):
+        assert rope_frequencies(32, scaling=scaling, seq_len=100)[1] == 1.0
+
+
+@pytest.mark.parametrize("low,high,s", [(1.0, 4.0, 8.0), (2.0, 8.0, 4.0), (0.5, 3.0, 16.0)])
+def test_llama3_against_reference(low, high, s):
+    """Transcription of Meta's apply_scaling (llama-models, Llama 3.1) in Python floats."""
     d, base, L = 128, 500000.0, 8192
-    inv, _ = rope_frequencies(d, base=base, scaling=Llama3Scaling(8.0, L))
+    inv, _ = rope_frequencies(d, base=base, scaling=Llama3Scaling(s, L, low, high), dtype=torch.float64)
     out = []
     for t in theta(d, base).tolist():
         wl = 2 * math.pi / t
-        if wl < L / 4:
+        if wl < L / high:
             out.append(t)
-        elif wl > L / 1:
-            out.append(t / 8)
+        elif wl > L / low:
+            out.append(t / s)
         else:
-            sm = (L / wl - 1) / (4 - 1)
-            out.append((1 - sm) * t / 8 + sm * t)
-    torch.testing.assert_close(inv.double(), torch.tensor(out, dtype=torch.float64), rtol=1e-6, atol=0)
+            sm = (L / wl - low) / (high - low)
+            out.append((1 - sm) * t / s + sm * t)
+    torch.testing.assert_close(inv, torch.tensor(out, dtype=torch.float64), rtol=1e-14, atol=0)
 
 
 @pytest.mark.parametrize(
@@ -98,3 +131,28 @@ def test_llama3_against_reference():
 def test_errors(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(base=1.0), "base must be > 1"),  # used to raise ZeroDivisionError
+        (dict(beta_slow=0.0), "beta_slow"),  # used to raise "math domain error"
+        (dict(original_max_positions=0), "original_max_positions"),
+        (dict(beta_fast=1.0, beta_slow=2.0), "beta_fast"),
+    ],
+)
+def test_yarn_correction_range_names_the_bad_argument(kwargs, match):
+    args = dict(head_dim=64, base=10000.0, original_max_positions=2048, beta_fast=32.0, beta_slow=1.0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        yarn_correction_range(**args)
+
+
+def test_yarn_correction_range_accepts_small_bases_and_rejects_equal_betas():
+    d, L = 16, 64
+    corr = lambda r, base: d * math.log(L / (r * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
+    low, high = yarn_correction_range(d, 1.5, L, 32, 1)
+    assert (low, high) == (max(math.floor(corr(32, 1.5)), 0), min(math.ceil(corr(1, 1.5)), d - 1))
+    with pytest.raises(ValueError, match="beta_fast"):
+        yarn_correction_range(d, 10000.0, L, 2.0, 2.0)

@@ -115,14 +115,31 @@ def test_rejects_bad_arguments():
         sinusoidal_encoding(4, 8, base=-1.0)
     with pytest.raises(TypeError, match="d_model"):
         sinusoidal_encoding(4, 8.0)
+    with pytest.raises(TypeError, match="dtype"):  # an integer table would be all zeros and ones
+        sinusoidal_encoding(4, 8, dtype=torch.int64)
+    with pytest.raises(TypeError, match="k must be"):
+        shift_matrix(True, 8)
 
 
 class TestModule:
     def test_adds_table_to_batch_first_input(self):
         module = SinusoidalPositionalEncoding(8, max_len=16)
-        x = torch.zeros(3, 5, 8)
+        x = torch.randn(3, 5, 8, dtype=torch.float64)
         out = module(x)
-        torch.testing.assert_close(out, sinusoidal_encoding(5, 8).expand(3, 5, 8))
+        expected = torch.tensor([[reference(p, k, 8) for k in range(8)] for p in range(5)], dtype=torch.float64)
+        torch.testing.assert_close(out, x + expected, rtol=0, atol=1e-15)  # unscaled x plus the table
+
+    def test_non_finite_activations_pass_through(self):
+        x = torch.full((1, 2, 4), float("inf"))
+        assert torch.isinf(SinusoidalPositionalEncoding(4)(x)).all()  # x is an activation, not checked for finiteness
+
+    def test_blocks_layout_and_base_reach_the_module(self):
+        module = SinusoidalPositionalEncoding(8, layout="blocks", base=100.0)
+        out = module(torch.zeros(1, 3, 8, dtype=torch.float64))[0]
+        for p in range(3):
+            for i in range(4):
+                assert float(out[p, i]) == pytest.approx(math.sin(p * 100.0 ** (-2 * i / 8)), abs=1e-15)
+                assert float(out[p, 4 + i]) == pytest.approx(math.cos(p * 100.0 ** (-2 * i / 8)), abs=1e-15)
 
     def test_scale_and_offset(self):
         module = SinusoidalPositionalEncoding(4, scale_embeddings=True)
@@ -135,18 +152,42 @@ class TestModule:
         out = module(torch.zeros(1, 10, 8))
         torch.testing.assert_close(out[0], sinusoidal_encoding(10, 8))
 
+    def test_large_offset_keeps_no_large_buffer(self):
+        module = SinusoidalPositionalEncoding(512, max_len=16)
+        offset = 3 * 10**6  # one call here used to leave a (3e6, 512) buffer (6 GB in float32) behind
+        out = module(torch.zeros(1, 2, 512, dtype=torch.float64), offset=offset)
+        assert module.pe.shape[0] <= module.cache_limit
+        expected = [[reference(offset + p, k, 512) for k in range(0, 512, 37)] for p in range(2)]
+        torch.testing.assert_close(out[0, :, ::37], torch.tensor(expected, dtype=torch.float64), rtol=0, atol=1e-9)
+
+    def test_empty_sequence(self):
+        out = SinusoidalPositionalEncoding(8)(torch.zeros(3, 0, 8))
+        assert out.shape == (3, 0, 8)
+
     def test_buffer_is_not_persistent_and_follows_dtype(self):
         module = SinusoidalPositionalEncoding(8)
         assert "pe" not in module.state_dict()
         out = module(torch.zeros(1, 3, 8, dtype=torch.float64))
         assert out.dtype == torch.float64
+        # float64 values, not a float32 table cast up: the paper's formula to float64 rounding
+        expected = torch.tensor([[reference(p, k, 8) for k in range(8)] for p in range(3)], dtype=torch.float64)
+        torch.testing.assert_close(out[0], expected, rtol=0, atol=1e-15)
+        out32 = module(torch.zeros(1, 3, 8))
+        assert out32.dtype == torch.float32 and torch.equal(out32[0], expected.float())
+        half = SinusoidalPositionalEncoding(8).half()  # a rounded buffer is rebuilt, not used
+        torch.testing.assert_close(half(torch.zeros(1, 3, 8, dtype=torch.float64))[0], expected, rtol=0, atol=1e-15)
 
     def test_dropout_only_in_training(self):
         module = SinusoidalPositionalEncoding(8, dropout=0.5)
         x = torch.zeros(2, 6, 8)
-        torch.testing.assert_close(module.eval()(x), module.eval()(x))
+        expected = torch.tensor([[reference(p, k, 8) for k in range(8)] for p in range(6)], dtype=torch.float32)
+        torch.testing.assert_close(module.eval()(x)[1], expected)  # eval: no dropout at all
         torch.manual_seed(0)
-        assert not torch.equal(module.train()(x), module.eval()(x))
+        trained = module.train()(x)
+        dropped = trained == 0
+        assert 0 < int(dropped.sum()) < dropped.numel()  # some, not all, entries dropped
+        kept = ~dropped & (expected.expand_as(trained) != 0)
+        torch.testing.assert_close(trained[kept], 2.0 * expected.expand_as(trained)[kept])  # survivors scaled by 1/(1-p)
 
     def test_rejects_sequence_first_and_wrong_width(self):
         module = SinusoidalPositionalEncoding(8)

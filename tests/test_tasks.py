@@ -62,8 +62,26 @@ def test_markov_bos_layout():
     assert nb.inputs.shape == (2, 7)
 
 
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize("bos", [True, False])
+def test_markov_shortest_length(order, bos):
+    b = MarkovTask(5, order=order, bos=bos).sample(3, 1, make_generator(0))  # used to raise IndexError for order 2
+    assert b.inputs.shape == (3, 2 if bos else 1)
+
+
+def test_shortest_lengths_of_every_task():
+    g = make_generator(0)
+    for task in (ReverseTask(4), SortTask(4), HistogramTask(4), PositionTask(4, max_len=1), CopyTask(4)):
+        b = task.sample(2, 1, g)
+        assert b.inputs.shape[0] == 2 and b.targets.shape == b.inputs.shape
+
+
 def test_markov_errors():
     with pytest.raises(ValueError, match="order"):
         MarkovTask(order=3)
     with pytest.raises(ValueError, match="branching"):
         MarkovTask(4, branching=5)
+    with pytest.raises(TypeError, match="order"):
+        MarkovTask(order=True)  # True == 1 used to pass
+    with pytest.raises(ValueError, match="contexts"):
+        MarkovTask(100)  # a 10**4 x 10**4 dense matrix

@@ -1,0 +1,941 @@
+"""Bad input gives a clear TypeError or ValueError; valid extreme input works.
+
+``REGISTRY`` holds one :class:`Case` per public callable of ``course_pe`` (functions, classes, and the public
+methods a class defines itself). Each case has a factory of valid keyword arguments, a hypothesis strategy of
+wrong values for every argument it checks, and valid extreme arguments (empty, length 1, very large positions).
+:func:`test_registry_covers_the_public_api` enumerates ``course_pe.__all__`` and the ``__all__`` of every
+module, so a new public function or method without a case here fails the suite.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import pkgutil
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import course_pe  # noqa: E402
+import course_pe as cpe  # noqa: E402
+from course_pe import benchmark, plotting, reproducibility  # noqa: E402
+
+# Modules whose public API another helper owns (the grader); their own tests cover them.
+OWNED_ELSEWHERE = {"exercises", "grade", "workbook"}
+
+# ----------------------------------------------------------------------------- strategies of wrong values
+
+NON_NUMBERS = st.sampled_from(["3", b"3", [3], (3,), {"a": 3}, object(), torch.tensor(3), np.array([3])])
+
+
+def bad_int(minimum: int | None = 1, maximum: int | None = None) -> st.SearchStrategy:
+    """Wrong values where an integer in [minimum, maximum] is meant: out of range, bool, float, non-number."""
+    parts = [st.booleans(), st.floats(allow_nan=True, allow_infinity=True), NON_NUMBERS]
+    if minimum is not None:
+        parts.append(st.integers(max_value=minimum - 1))
+    if maximum is not None:
+        parts.append(st.integers(min_value=maximum + 1))
+    return st.one_of(*parts)
+
+
+def bad_float(minimum: float | None = None, strict: bool = True) -> st.SearchStrategy:
+    """Wrong values where a finite real number (> or >= minimum) is meant."""
+    parts = [st.booleans(), st.sampled_from([math.nan, math.inf, -math.inf]), NON_NUMBERS, st.just(1 + 2j)]
+    if minimum is not None:
+        below = st.floats(max_value=minimum, allow_nan=False, allow_infinity=False)
+        parts.append(below if strict else below.filter(lambda v: v < minimum))
+    return st.one_of(*parts)
+
+
+BAD_BOOL = st.one_of(st.integers(), st.floats(), st.sampled_from(["yes", "", None, [True], torch.tensor(True)]))
+BAD_DTYPE = st.sampled_from(
+    [torch.int64, torch.int32, torch.uint8, torch.bool, torch.complex64, "float32", float, None, np.float32]
+)
+BAD_DEVICE = st.sampled_from(["nonsense", "gpu", 3.5, [0], object()])
+BAD_GENERATOR = st.sampled_from([0, "g", torch.tensor(0), np.random.default_rng(0), object()])
+
+
+def bad_choice(choices: tuple[str, ...]) -> st.SearchStrategy:
+    return st.one_of(st.text(max_size=6).filter(lambda s: s not in choices), st.integers(), st.none(), st.just([choices[0]]))
+
+
+def wrong_kind_tensors(shape: tuple[int, ...], kind: str) -> st.SearchStrategy:
+    """Tensors of the right shape but a wrong dtype, and non-tensors holding the same numbers."""
+    dtypes = {
+        "floating": [torch.int64, torch.int32, torch.uint8, torch.bool, torch.complex64],
+        "integer": [torch.float32, torch.float64, torch.float16, torch.bool, torch.complex64],
+        "position": [torch.bool, torch.float16, torch.bfloat16, torch.complex64],
+        "bool": [torch.int64, torch.float32, torch.uint8],
+    }[kind]
+    tensors = st.sampled_from(dtypes).map(lambda dt: torch.ones(shape, dtype=dt))
+    others = st.sampled_from([np.ones(shape), np.ones(shape).tolist(), 1.0, "x"])  # None is valid where optional
+    return st.one_of(tensors, others)
+
+
+def bad_tensor(
+    shape: tuple[int, ...], kind: str = "floating", *, nonfinite: bool = False, wrong_shapes: tuple = ()
+) -> st.SearchStrategy:
+    """Wrong dtypes, non-tensors, wrong shapes and (optionally) NaN/inf entries."""
+    parts = [wrong_kind_tensors(shape, kind)]
+    if wrong_shapes:
+        dtype = {"floating": torch.float32, "integer": torch.long, "position": torch.long, "bool": torch.bool}[kind]
+        parts.append(st.sampled_from(wrong_shapes).map(lambda s: torch.zeros(s, dtype=dtype)))
+    if nonfinite:
+        def poison(value: float) -> torch.Tensor:
+            t = torch.ones(shape, dtype=torch.float64)
+            t.view(-1)[0] = value
+            return t
+        parts.append(st.sampled_from([math.nan, math.inf, -math.inf]).map(poison))
+    return st.one_of(*parts)
+
+
+def index_tensors_out_of_range(shape: tuple[int, ...], low: int, high: int | None) -> st.SearchStrategy:
+    """Integer tensors holding one entry below ``low`` or at/above ``high``."""
+    values = st.integers(max_value=low - 1, min_value=-(2**40))
+    if high is not None:
+        values = st.one_of(values, st.integers(min_value=high, max_value=2**40))
+
+    def make(v: int) -> torch.Tensor:
+        t = torch.full(shape, max(low, 0), dtype=torch.long)
+        t.view(-1)[-1] = v
+        return t
+
+    return values.map(make)
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+@dataclass
+class Case:
+    """One public callable: ``target`` (for the signature check), ``call`` (how to invoke it, default the
+    target itself), ``valid`` (a factory of valid keyword arguments), ``bad`` (argument -> strategy of wrong
+    values), ``mentions`` (argument -> text the message must contain, default the argument name) and
+    ``extremes`` (overrides of ``valid`` that must run without error)."""
+
+    target: Callable
+    valid: Callable[[], dict]
+    bad: dict[str, st.SearchStrategy]
+    call: Callable | None = None
+    mentions: dict[str, str] = field(default_factory=dict)
+    extremes: list[dict] = field(default_factory=list)
+    examples: int = 25
+
+    def invoke(self, kwargs: dict) -> object:
+        return (self.call or self.target)(**kwargs)
+
+
+def randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0), dtype=dtype)
+
+
+LONG = 10**7  # a "very large position": far past every cache
+
+
+def _tiny_model(position: str = "none") -> cpe.TinyTransformer:
+    torch.manual_seed(0)
+    return cpe.TinyTransformer(7, d_model=8, num_heads=2, num_layers=1, position=position, max_positions=16)
+
+
+_TRAIN_CFG = dict(steps=2, batch_size=2, seq_len=3, warmup=1, log_every=1)
+
+REGISTRY: dict[str, Case] = {
+    # -------------------------------------------------------------- sinusoidal
+    "sinusoidal.sinusoidal_frequencies": Case(
+        cpe.sinusoidal_frequencies,
+        lambda: dict(d_model=8, base=10000.0),
+        {"d_model": st.one_of(bad_int(1), st.integers(1, 100).map(lambda n: 2 * n + 1)), "base": bad_float(0.0)},
+        extremes=[dict(d_model=2), dict(base=1.0), dict(d_model=4096)],
+    ),
+    "sinusoidal.sinusoidal_wavelengths": Case(
+        cpe.sinusoidal_wavelengths,
+        lambda: dict(d_model=8),
+        {"d_model": bad_int(1), "base": bad_float(0.0)},
+        extremes=[dict(d_model=2)],
+    ),
+    "sinusoidal.sinusoidal_encoding_np": Case(
+        cpe.sinusoidal_encoding_np,
+        lambda: dict(num_positions=4, d_model=8),
+        {
+            "num_positions": bad_int(1),
+            "d_model": bad_int(1),
+            "base": bad_float(0.0),
+            "layout": bad_choice(cpe.SINUSOIDAL_LAYOUTS),
+            "start": bad_int(0),
+        },
+        extremes=[dict(num_positions=1), dict(start=LONG), dict(start=2**40, num_positions=2)],
+    ),
+    "sinusoidal.sinusoidal_encoding": Case(
+        cpe.sinusoidal_encoding,
+        lambda: dict(num_positions=4, d_model=8),
+        {
+            "num_positions": bad_int(1),
+            "d_model": bad_int(1),
+            "base": bad_float(0.0),
+            "layout": bad_choice(cpe.SINUSOIDAL_LAYOUTS),
+            "dtype": BAD_DTYPE,
+            "device": BAD_DEVICE,
+            "start": bad_int(0),
+        },
+        extremes=[dict(num_positions=1), dict(start=LONG), dict(dtype=torch.bfloat16)],
+    ),
+    "sinusoidal.shift_matrix": Case(
+        cpe.shift_matrix,
+        lambda: dict(k=3, d_model=8),
+        {"k": bad_float(None), "d_model": bad_int(1), "layout": bad_choice(cpe.SINUSOIDAL_LAYOUTS), "dtype": BAD_DTYPE,
+         "base": bad_float(0.0)},
+        extremes=[dict(k=0), dict(k=-LONG), dict(k=0.5), dict(k=np.int64(4)), dict(d_model=2)],
+    ),
+    "sinusoidal.SinusoidalPositionalEncoding": Case(
+        cpe.SinusoidalPositionalEncoding,
+        lambda: dict(d_model=8),
+        {
+            "d_model": bad_int(1),
+            "max_len": bad_int(1),
+            "base": bad_float(0.0),
+            "layout": bad_choice(cpe.SINUSOIDAL_LAYOUTS),
+            "scale_embeddings": BAD_BOOL,
+            "dropout": bad_float(0.0, strict=False),
+        },
+        extremes=[dict(max_len=1), dict(dropout=0.0)],
+    ),
+    "sinusoidal.SinusoidalPositionalEncoding.encoding": Case(
+        cpe.SinusoidalPositionalEncoding.encoding,
+        lambda: dict(length=3),
+        {"length": bad_int(0), "offset": bad_int(0)},
+        call=lambda **kw: cpe.SinusoidalPositionalEncoding(8, max_len=4).encoding(**kw),
+        extremes=[dict(length=0), dict(length=1), dict(length=2, offset=LONG)],
+    ),
+    "sinusoidal.SinusoidalPositionalEncoding.forward": Case(
+        cpe.SinusoidalPositionalEncoding.forward,
+        lambda: dict(x=randn(2, 3, 8)),
+        {"x": bad_tensor((2, 3, 8), wrong_shapes=((3, 8), (2, 3, 6), (1, 2, 3, 8))), "offset": bad_int(0)},
+        call=lambda **kw: cpe.SinusoidalPositionalEncoding(8, max_len=4)(**kw),
+        extremes=[dict(x=randn(2, 0, 8)), dict(x=randn(1, 1, 8)), dict(offset=LONG), dict(x=randn(1, 3, 8, dtype=torch.float64))],
+    ),
+    # -------------------------------------------------------------- rope
+    "rope.rope_cos_sin": Case(
+        cpe.rope_cos_sin,
+        lambda: dict(positions=torch.arange(4), inv_freq=torch.ones(3)),
+        {
+            "positions": bad_tensor((4,), "position", nonfinite=True),
+            "inv_freq": bad_tensor((3,), nonfinite=True, wrong_shapes=((3, 1),)),
+            "dtype": BAD_DTYPE,
+            "attention_factor": bad_float(0.0),
+        },
+        extremes=[dict(positions=torch.arange(0)), dict(positions=torch.tensor([LONG, 2**40]))],
+    ),
+    "rope.rotate_with_cos_sin": Case(
+        cpe.rotate_with_cos_sin,
+        lambda: dict(x=randn(3, 8), cos=torch.ones(3, 4), sin=torch.zeros(3, 4)),
+        {
+            "x": bad_tensor((3, 8), wrong_shapes=((8,), (3, 7))),
+            "cos": bad_tensor((3, 4), nonfinite=True, wrong_shapes=((3, 3),)),
+            "sin": bad_tensor((3, 4), nonfinite=True, wrong_shapes=((3, 3),)),
+            "layout": bad_choice(cpe.ROPE_LAYOUTS),
+        },
+        extremes=[dict(x=randn(0, 8), cos=torch.ones(0, 4), sin=torch.ones(0, 4)),
+                  dict(x=randn(0, 8), cos=torch.ones(0, 4), sin=torch.ones(0, 4), layout="half")],
+    ),
+    "rope.apply_rope": Case(
+        cpe.apply_rope,
+        lambda: dict(x=randn(2, 4, 8)),
+        {
+            "x": bad_tensor((2, 4, 8), wrong_shapes=((8,), (2, 4, 7))),
+            "positions": st.one_of(
+                bad_tensor((4,), "position", nonfinite=True, wrong_shapes=((3,), (2, 4), (1, 1, 4))),
+            ),
+            "inv_freq": bad_tensor((4,), nonfinite=True, wrong_shapes=((3,),)),
+            "base": bad_float(0.0),
+            "layout": bad_choice(cpe.ROPE_LAYOUTS),
+            "rotary_dim": st.one_of(bad_int(1), st.just(3), st.just(10)),
+        },
+        mentions={"positions": "positions"},
+        extremes=[
+            dict(x=randn(2, 0, 8)),
+            dict(x=randn(2, 0, 8), layout="half"),
+            dict(x=randn(2, 0, 8).transpose(0, 1)),
+            dict(x=randn(1, 8)),
+            dict(x=randn(1, 8), positions=torch.tensor([LONG])),
+            dict(x=randn(1, 8), positions=torch.tensor([2**40])),
+            dict(x=randn(1, 8), positions=torch.tensor([-5.5], dtype=torch.float64)),
+        ],
+    ),
+    "rope.layout_permutation": Case(
+        cpe.layout_permutation,
+        lambda: dict(head_dim=8),
+        {"head_dim": bad_int(1), "to": bad_choice(cpe.ROPE_LAYOUTS)},
+        extremes=[dict(head_dim=2), dict(head_dim=2, to="interleaved")],
+    ),
+    "rope.interleaved_to_half": Case(
+        cpe.interleaved_to_half,
+        lambda: dict(x=randn(3, 8)),
+        {"x": st.one_of(st.sampled_from([torch.zeros(3, 7), torch.tensor(1.0), [1.0, 2.0], np.ones(4)]))},
+        extremes=[dict(x=randn(0, 8)), dict(x=torch.arange(4))],
+    ),
+    "rope.half_to_interleaved": Case(
+        cpe.half_to_interleaved,
+        lambda: dict(x=randn(3, 8)),
+        {"x": st.one_of(st.sampled_from([torch.zeros(3, 7), torch.tensor(1.0), [1.0, 2.0], np.ones(4)]))},
+        extremes=[dict(x=randn(0, 8)), dict(x=torch.arange(4))],
+    ),
+    "rope.permute_qk_weights": Case(
+        cpe.permute_qk_weights,
+        lambda: dict(weight=randn(16, 5), num_heads=2),
+        {
+            "weight": bad_tensor((16, 5), wrong_shapes=((2, 8, 5), (2, 2, 4, 5), (15, 5))),
+            "num_heads": st.one_of(bad_int(1), st.just(3), st.just(16)),
+            "to": bad_choice(cpe.ROPE_LAYOUTS),
+        },
+        extremes=[dict(weight=randn(16)), dict(weight=randn(16, 0))],
+    ),
+    "rope.RotaryEmbedding": Case(
+        cpe.RotaryEmbedding,
+        lambda: dict(head_dim=8),
+        {
+            "head_dim": bad_int(1),
+            "base": bad_float(1.0),
+            "max_positions": bad_int(1),
+            "scaling": st.sampled_from(["linear", 2.0, cpe.LinearScaling]),
+            "layout": bad_choice(cpe.ROPE_LAYOUTS),
+            "rotary_dim": st.one_of(bad_int(1), st.just(10)),
+        },
+        mentions={"scaling": "scaling", "base": "base"},
+        extremes=[dict(max_positions=1), dict(head_dim=2), dict(rotary_dim=2)],
+    ),
+    "rope.RotaryEmbedding.cos_sin": Case(
+        cpe.RotaryEmbedding.cos_sin,
+        lambda: dict(positions=torch.arange(4)),
+        {
+            "positions": st.one_of(
+                bad_tensor((4,), "position", nonfinite=True),
+                index_tensors_out_of_range((4,), 0, None),
+                st.just(torch.tensor([0.5, 1.0])),
+                st.just(torch.tensor([1e30], dtype=torch.float64)),
+            ),
+            "seq_len": bad_int(1),
+        },
+        call=lambda **kw: cpe.RotaryEmbedding(8, max_positions=4).cos_sin(**kw),
+        extremes=[dict(positions=torch.arange(0)), dict(positions=torch.tensor([LONG])),
+                  dict(positions=torch.tensor([3.0]))],
+    ),
+    "rope.RotaryEmbedding.forward": Case(
+        cpe.RotaryEmbedding.forward,
+        lambda: dict(x=randn(2, 3, 8)),
+        {
+            "x": bad_tensor((2, 3, 8), wrong_shapes=((8,), (2, 3, 6))),
+            "positions": st.one_of(
+                bad_tensor((3,), "position", nonfinite=True, wrong_shapes=((4,),)),
+                index_tensors_out_of_range((3,), 0, None),
+            ),
+        },
+        call=lambda **kw: cpe.RotaryEmbedding(8, max_positions=4)(**kw),
+        extremes=[dict(x=randn(2, 0, 8)), dict(x=randn(1, 1, 8), positions=torch.tensor([3 * 10**6]))],
+    ),
+    # -------------------------------------------------------------- rope_scaling
+    "rope_scaling.LinearScaling": Case(cpe.LinearScaling, lambda: dict(factor=2.0), {"factor": bad_float(1.0, strict=False)},
+                                       extremes=[dict(factor=1), dict(factor=1e6)]),
+    "rope_scaling.NTKScaling": Case(cpe.NTKScaling, lambda: dict(factor=2.0), {"factor": bad_float(1.0, strict=False)},
+                                    extremes=[dict(factor=1)]),
+    "rope_scaling.DynamicNTKScaling": Case(
+        cpe.DynamicNTKScaling,
+        lambda: dict(factor=2.0, original_max_positions=16),
+        {"factor": bad_float(1.0, strict=False), "original_max_positions": bad_int(1)},
+        extremes=[dict(original_max_positions=1)],
+    ),
+    "rope_scaling.YaRNScaling": Case(
+        cpe.YaRNScaling,
+        lambda: dict(factor=2.0, original_max_positions=16),
+        {
+            "factor": bad_float(1.0, strict=False),
+            "original_max_positions": bad_int(1),
+            "beta_fast": st.one_of(bad_float(0.0), st.just(0.5)),
+            "beta_slow": st.one_of(bad_float(0.0), st.just(64.0)),
+            "attention_factor": bad_float(0.0),
+        },
+        extremes=[dict(original_max_positions=1), dict(attention_factor=None)],
+    ),
+    "rope_scaling.Llama3Scaling": Case(
+        cpe.Llama3Scaling,
+        lambda: dict(factor=2.0, original_max_positions=16),
+        {
+            "factor": bad_float(1.0, strict=False),
+            "original_max_positions": bad_int(1),
+            "low_freq_factor": st.one_of(bad_float(0.0), st.just(8.0)),
+            "high_freq_factor": st.one_of(bad_float(0.0), st.just(0.5)),
+        },
+        extremes=[dict(original_max_positions=1)],
+    ),
+    "rope_scaling.rope_frequencies": Case(
+        cpe.rope_frequencies,
+        lambda: dict(head_dim=8),
+        {
+            "head_dim": bad_int(1),
+            "base": bad_float(1.0),
+            "scaling": st.sampled_from(["yarn", 4.0, object()]),
+            "seq_len": bad_int(1),
+            "dtype": BAD_DTYPE,
+        },
+        mentions={"scaling": "scaling"},
+        extremes=[dict(head_dim=2), dict(seq_len=2**50, scaling=cpe.DynamicNTKScaling(2.0, 16))],
+    ),
+    "rope_scaling.yarn_correction_range": Case(
+        cpe.yarn_correction_range,
+        lambda: dict(head_dim=8, base=10000.0, original_max_positions=64, beta_fast=32.0, beta_slow=1.0),
+        {
+            "head_dim": bad_int(1),
+            "base": bad_float(1.0),
+            "original_max_positions": bad_int(1),
+            "beta_fast": bad_float(0.0),
+            "beta_slow": st.one_of(bad_float(0.0), st.just(40.0)),
+        },
+        extremes=[dict(original_max_positions=1), dict(original_max_positions=2**40)],
+    ),
+    # -------------------------------------------------------------- t5, alibi, shaw
+    "t5.t5_relative_position_bucket": Case(
+        cpe.t5_relative_position_bucket,
+        lambda: dict(relative_position=torch.arange(-5, 5)),
+        {
+            "relative_position": bad_tensor((10,), "integer"),
+            "bidirectional": BAD_BOOL,
+            "num_buckets": st.one_of(bad_int(1), st.just(3), st.just(2)),
+            "max_distance": st.one_of(bad_int(1), st.just(2)),
+        },
+        mentions={"num_buckets": "num_buckets", "max_distance": "max_distance"},
+        extremes=[dict(relative_position=torch.arange(0)), dict(relative_position=torch.tensor([-(2**40), 2**40]))],
+    ),
+    "t5.T5RelativeBias": Case(
+        cpe.T5RelativeBias,
+        lambda: dict(num_heads=2),
+        {"num_heads": bad_int(1), "bidirectional": BAD_BOOL, "num_buckets": st.one_of(bad_int(1), st.just(3)),
+         "max_distance": bad_int(1)},
+        mentions={"max_distance": "max_distance"},
+        extremes=[dict(num_heads=1)],
+    ),
+    "t5.T5RelativeBias.forward": Case(
+        cpe.T5RelativeBias.forward,
+        lambda: dict(q_len=3, k_len=4),
+        {"q_len": st.one_of(bad_int(0), st.just(9)), "k_len": bad_int(0), "query_offset": bad_int(0), "device": BAD_DEVICE},
+        call=lambda **kw: cpe.T5RelativeBias(2)(**kw),
+        mentions={"q_len": "q_len"},
+        extremes=[dict(q_len=0, k_len=0), dict(q_len=1, k_len=1), dict(q_len=1, k_len=1, query_offset=LONG)],
+    ),
+    "alibi.alibi_slopes": Case(
+        cpe.alibi_slopes, lambda: dict(num_heads=4), {"num_heads": bad_int(1), "dtype": BAD_DTYPE},
+        extremes=[dict(num_heads=1), dict(num_heads=1000)],
+    ),
+    "alibi.alibi_bias": Case(
+        cpe.alibi_bias,
+        lambda: dict(num_heads=2, q_len=3, k_len=4),
+        {"num_heads": bad_int(1), "q_len": st.one_of(bad_int(0), st.just(5)), "k_len": bad_int(0), "causal": BAD_BOOL,
+         "dtype": BAD_DTYPE, "device": BAD_DEVICE},
+        extremes=[dict(q_len=0, k_len=0), dict(q_len=1, k_len=1), dict(q_len=0, k_len=3)],
+    ),
+    "shaw.shaw_relative_positions": Case(
+        cpe.shaw_relative_positions,
+        lambda: dict(q_len=3, k_len=4, max_distance=2),
+        {"q_len": st.one_of(bad_int(0), st.just(5)), "k_len": bad_int(0), "max_distance": bad_int(0),
+         "device": BAD_DEVICE, "query_offset": bad_int(0)},
+        extremes=[dict(q_len=0, k_len=0), dict(q_len=1, k_len=1, max_distance=0), dict(max_distance=LONG),
+                  dict(query_offset=LONG)],
+    ),
+    "shaw.shaw_attention": Case(
+        cpe.shaw_attention,
+        lambda: dict(q=randn(1, 2, 3, 4), k=randn(1, 2, 3, 4), v=randn(1, 2, 3, 4), rel_keys=randn(5, 4),
+                     rel_values=randn(5, 4), max_distance=2),
+        {
+            "q": bad_tensor((1, 2, 3, 4), wrong_shapes=((2, 3, 4), (1, 2, 3, 5), (1, 2, 4, 4))),
+            "k": bad_tensor((1, 2, 3, 4), wrong_shapes=((2, 3, 4), (1, 1, 3, 4))),
+            "v": bad_tensor((1, 2, 3, 4), wrong_shapes=((1, 2, 2, 4),)),
+            "rel_keys": bad_tensor((5, 4), wrong_shapes=((4, 4),)),
+            "rel_values": bad_tensor((5, 4), wrong_shapes=((5, 3),)),
+            "max_distance": st.one_of(bad_int(0), st.just(3)),
+            "mask": bad_tensor((3, 3), "bool", wrong_shapes=((4, 3),)),
+            "return_weights": BAD_BOOL,
+        },
+        extremes=[dict(q=randn(1, 2, 0, 4), k=randn(1, 2, 0, 4), v=randn(1, 2, 0, 4)),
+                  dict(q=randn(1, 2, 1, 4), k=randn(1, 2, 1, 4), v=randn(1, 2, 1, 4), rel_values=None)],
+    ),
+    "shaw.ShawRelativePositions": Case(
+        cpe.ShawRelativePositions, lambda: dict(head_dim=4),
+        {"head_dim": bad_int(1), "max_distance": bad_int(0), "values": BAD_BOOL},
+        extremes=[dict(max_distance=0), dict(values=False)],
+    ),
+    "shaw.ShawRelativePositions.forward": Case(
+        cpe.ShawRelativePositions.forward,
+        lambda: dict(q=randn(1, 2, 3, 4), k=randn(1, 2, 3, 4), v=randn(1, 2, 3, 4)),
+        {"q": bad_tensor((1, 2, 3, 4), wrong_shapes=((1, 2, 3, 5),)), "k": bad_tensor((1, 2, 3, 4)),
+         "v": bad_tensor((1, 2, 3, 4)), "mask": bad_tensor((3, 3), "bool"), "return_weights": BAD_BOOL},
+        call=lambda **kw: cpe.ShawRelativePositions(4, 2)(**kw),
+        extremes=[dict(q=randn(1, 2, 0, 4), k=randn(1, 2, 0, 4), v=randn(1, 2, 0, 4))],
+    ),
+    # -------------------------------------------------------------- attention
+    "attention.causal_mask": Case(
+        cpe.causal_mask, lambda: dict(q_len=3, k_len=4),
+        {"q_len": st.one_of(bad_int(0), st.just(5)), "k_len": bad_int(0), "device": BAD_DEVICE},
+        extremes=[dict(q_len=0, k_len=0), dict(q_len=1, k_len=None), dict(q_len=0, k_len=5)],
+    ),
+    "attention.attention": Case(
+        cpe.attention,
+        lambda: dict(q=randn(1, 2, 3, 4), k=randn(1, 2, 3, 4), v=randn(1, 2, 3, 4)),
+        {
+            "q": bad_tensor((1, 2, 3, 4), wrong_shapes=((2, 3, 4), (1, 2, 3, 5), (1, 3, 3, 4))),
+            "k": bad_tensor((1, 2, 3, 4), wrong_shapes=((1, 2, 4, 4),)),
+            "v": bad_tensor((1, 2, 3, 4), wrong_shapes=((1, 2, 2, 4),)),
+            "bias": bad_tensor((1, 2, 3, 3), wrong_shapes=((3, 4), (2, 1, 2, 3, 3))),
+            "mask": bad_tensor((3, 3), "bool", wrong_shapes=((3, 4), (2, 1, 2, 3, 3))),
+            "causal": BAD_BOOL,
+            "dropout": bad_float(0.0, strict=False),
+            "training": BAD_BOOL,
+        },
+        extremes=[dict(q=randn(1, 2, 0, 4), k=randn(1, 2, 0, 4), v=randn(1, 2, 0, 4), causal=True),
+                  dict(q=randn(1, 1, 1, 4), k=randn(1, 1, 1, 4), v=randn(1, 1, 1, 4))],
+    ),
+    "attention.MultiHeadAttention": Case(
+        cpe.MultiHeadAttention,
+        lambda: dict(d_model=8, num_heads=2),
+        {
+            "d_model": st.one_of(bad_int(1), st.just(7)),
+            "num_heads": st.one_of(bad_int(1), st.just(3)),
+            "position": bad_choice(cpe.ATTENTION_POSITIONS),
+            "causal": BAD_BOOL,
+            "dropout": bad_float(0.0, strict=False),
+            "bias": BAD_BOOL,
+            "rope_base": bad_float(0.0),
+            "rope_layout": bad_choice(cpe.ROPE_LAYOUTS),
+            "rope_max_positions": bad_int(1),
+            "shaw_max_distance": bad_int(0),
+            "t5_num_buckets": bad_int(1),
+            "t5_max_distance": bad_int(1),
+        },
+        mentions={"d_model": "d_model", "num_heads": "num_heads"},
+        extremes=[dict(num_heads=1), dict(position="rope", d_model=4, num_heads=2)],
+    ),
+    "attention.MultiHeadAttention.forward": Case(
+        cpe.MultiHeadAttention.forward,
+        lambda: dict(x=randn(2, 3, 8)),
+        {"x": bad_tensor((2, 3, 8), wrong_shapes=((3, 8), (2, 3, 6))), "mask": bad_tensor((3, 3), "bool", wrong_shapes=((3, 4),)),
+         "return_weights": BAD_BOOL, "positions": st.just(torch.arange(3))},
+        call=lambda **kw: cpe.MultiHeadAttention(8, 2)(**kw),
+        extremes=[dict(x=randn(2, 0, 8)), dict(x=randn(1, 1, 8))],
+    ),
+    # -------------------------------------------------------------- learned
+    "learned.LearnedPositionalEmbedding": Case(
+        cpe.LearnedPositionalEmbedding,
+        lambda: dict(max_positions=8, d_model=4),
+        {"max_positions": bad_int(1), "d_model": bad_int(1), "init_std": bad_float(0.0), "generator": BAD_GENERATOR},
+        extremes=[dict(max_positions=1, d_model=1)],
+    ),
+    "learned.LearnedPositionalEmbedding.lookup": Case(
+        cpe.LearnedPositionalEmbedding.lookup,
+        lambda: dict(positions=torch.arange(3)),
+        {"positions": st.one_of(bad_tensor((3,), "integer"), index_tensors_out_of_range((3,), 0, 8))},
+        call=lambda **kw: cpe.LearnedPositionalEmbedding(8, 4).lookup(**kw),
+        extremes=[dict(positions=torch.arange(0)), dict(positions=torch.tensor(7))],
+    ),
+    "learned.LearnedPositionalEmbedding.forward": Case(
+        cpe.LearnedPositionalEmbedding.forward,
+        lambda: dict(x=randn(2, 3, 4)),
+        {"x": bad_tensor((2, 3, 4), wrong_shapes=((3, 4), (2, 3, 5))),
+         "positions": st.one_of(bad_tensor((3,), "integer", wrong_shapes=((2,),)), index_tensors_out_of_range((3,), 0, 8))},
+        call=lambda **kw: cpe.LearnedPositionalEmbedding(8, 4)(**kw),
+        extremes=[dict(x=randn(2, 0, 4)), dict(x=randn(1, 1, 4))],
+    ),
+    "learned.LearnedPositionalEmbedding.interpolate": Case(
+        cpe.LearnedPositionalEmbedding.interpolate,
+        lambda: dict(new_max_positions=6),
+        {"new_max_positions": st.one_of(bad_int(1), st.just(1))},
+        call=lambda **kw: cpe.LearnedPositionalEmbedding(4, 2).interpolate(**kw),
+        extremes=[dict(new_max_positions=4), dict(new_max_positions=2)],
+    ),
+    # -------------------------------------------------------------- permutation
+    "permutation.random_permutation": Case(
+        cpe.random_permutation, lambda: dict(n=5),
+        {"n": bad_int(1), "generator": BAD_GENERATOR, "derangement": BAD_BOOL},
+        extremes=[dict(n=1), dict(n=2)],
+    ),
+    "permutation.permutation_matrix": Case(
+        cpe.permutation_matrix, lambda: dict(perm=torch.tensor([2, 0, 1])),
+        {"perm": st.one_of(bad_tensor((3,), "integer", wrong_shapes=((3, 1),)), st.just(torch.tensor([0, 0, 1])),
+                           st.just(torch.tensor([0, 3, 1]))),
+         "dtype": BAD_DTYPE},
+        extremes=[dict(perm=torch.arange(0)), dict(perm=torch.tensor([0]))],
+    ),
+    "permutation.permute_sequence": Case(
+        cpe.permute_sequence, lambda: dict(x=randn(2, 3, 4), perm=torch.tensor([2, 0, 1])),
+        {"x": st.sampled_from([randn(3), [1.0, 2.0], np.ones((3, 3)), randn(2, 4, 4)]),
+         "perm": st.one_of(bad_tensor((3,), "integer"), st.just(torch.tensor([0, 0, 1])))},
+        mentions={"perm": "perm"},
+        extremes=[dict(x=randn(0, 4), perm=torch.arange(0)), dict(x=randn(1, 2, 3, 4))],
+    ),
+    "permutation.equivariance_error": Case(
+        cpe.equivariance_error, lambda: dict(f=lambda t: 2 * t, x=randn(2, 3, 4), perm=torch.tensor([2, 0, 1])),
+        {"f": st.sampled_from([None, 3, "f", lambda t: [1], lambda t: t.sum(-2)]),
+         "x": bad_tensor((2, 3, 4), wrong_shapes=((3,),)),
+         "perm": st.one_of(bad_tensor((3,), "integer"), st.just(torch.tensor([1, 1, 0])))},
+        mentions={"perm": "perm"},
+        extremes=[dict(x=randn(2, 0, 4), perm=torch.arange(0)), dict(x=randn(1, 1, 4), perm=torch.tensor([0]))],
+    ),
+    "permutation.invariance_error": Case(
+        cpe.invariance_error, lambda: dict(g=lambda t: t.sum(-2), x=randn(2, 3, 4), perm=torch.tensor([2, 0, 1])),
+        {"g": st.sampled_from([None, 3, "g", lambda t: 1.0]),
+         "x": bad_tensor((2, 3, 4), wrong_shapes=((3,),)),
+         "perm": st.one_of(bad_tensor((3,), "integer"), st.just(torch.tensor([1, 1, 0])))},
+        mentions={"perm": "perm"},
+        extremes=[dict(x=randn(2, 0, 4), perm=torch.arange(0))],
+    ),
+    # -------------------------------------------------------------- model
+    "model.TransformerBlock": Case(
+        cpe.TransformerBlock, lambda: dict(d_model=8, num_heads=2, d_ff=16),
+        {"d_model": bad_int(1), "num_heads": bad_int(1), "d_ff": bad_int(1), "dropout": bad_float(0.0, strict=False)},
+        extremes=[dict(d_ff=1)],
+    ),
+    "model.TransformerBlock.forward": Case(
+        cpe.TransformerBlock.forward, lambda: dict(x=randn(2, 3, 8)),
+        {"x": bad_tensor((2, 3, 8), wrong_shapes=((3, 8), (2, 3, 4))), "return_weights": BAD_BOOL},
+        call=lambda **kw: cpe.TransformerBlock(8, 2, 16)(**kw),
+        mentions={"x": "x"},
+        extremes=[dict(x=randn(2, 0, 8)), dict(x=randn(1, 1, 8))],
+    ),
+    "model.ModelOutput": Case(
+        cpe.ModelOutput, lambda: dict(logits=randn(1, 2, 3), hidden=[randn(1, 2, 4)], attention=[randn(1, 1, 2, 2)]),
+        {"logits": bad_tensor((1, 2, 3), wrong_shapes=((2, 3),)), "hidden": st.sampled_from([None, randn(1, 2, 4), [1.0]]),
+         "attention": st.sampled_from([None, randn(1, 1, 2, 2), ["a"]])},
+        mentions={"logits": "logits"},
+        extremes=[dict(hidden=[], attention=[])],
+    ),
+    "model.TinyTransformer": Case(
+        cpe.TinyTransformer, lambda: dict(vocab_size=7, d_model=8, num_heads=2, num_layers=1, max_positions=16),
+        {
+            "vocab_size": bad_int(1),
+            "d_model": bad_int(1),
+            "num_heads": st.one_of(bad_int(1), st.just(3)),
+            "num_layers": bad_int(1),
+            "d_ff": bad_int(1),
+            "position": bad_choice(cpe.MODEL_POSITIONS),
+            "causal": BAD_BOOL,
+            "max_positions": bad_int(1),
+            "num_outputs": bad_int(1),
+            "scale_embeddings": BAD_BOOL,
+            "dropout": bad_float(0.0, strict=False),
+            "rope_base": bad_float(0.0),
+            "rope_layout": bad_choice(cpe.ROPE_LAYOUTS),
+            "shaw_max_distance": bad_int(0),
+            "t5_num_buckets": bad_int(1),
+            "t5_max_distance": bad_int(1),
+        },
+        mentions={"num_heads": "num_heads"},
+        extremes=[dict(d_ff=None, num_outputs=None), dict(vocab_size=1, max_positions=1)],
+        examples=15,
+    ),
+    "model.TinyTransformer.embed": Case(
+        cpe.TinyTransformer.embed, lambda: dict(tokens=torch.tensor([[1, 2, 3]])),
+        {"tokens": st.one_of(bad_tensor((1, 3), "integer", wrong_shapes=((3,),)), index_tensors_out_of_range((1, 3), 0, 7))},
+        call=lambda **kw: _tiny_model().embed(**kw),
+        mentions={"tokens": "tokens"},
+        extremes=[dict(tokens=torch.zeros(2, 0, dtype=torch.long)), dict(tokens=torch.tensor([[6]]))],
+        examples=15,
+    ),
+    "model.TinyTransformer.forward": Case(
+        cpe.TinyTransformer.forward, lambda: dict(tokens=torch.tensor([[1, 2, 3]])),
+        {"tokens": st.one_of(bad_tensor((1, 3), "integer", wrong_shapes=((3,),)), index_tensors_out_of_range((1, 3), 0, 7)),
+         "positions": st.just(torch.arange(3)), "return_details": BAD_BOOL},
+        call=lambda **kw: _tiny_model()(**kw),
+        mentions={"tokens": "tokens"},
+        extremes=[dict(tokens=torch.zeros(2, 0, dtype=torch.long)), dict(tokens=torch.tensor([[6]]))],
+        examples=15,
+    ),
+    "model.TinyTransformer.set_rope_scaling": Case(
+        cpe.TinyTransformer.set_rope_scaling, lambda: dict(scaling=cpe.LinearScaling(2.0)),
+        {"scaling": st.sampled_from(["linear", 2.0, object()])},
+        call=lambda **kw: _tiny_model("rope").set_rope_scaling(**kw),
+        extremes=[dict(scaling=None), dict(scaling=cpe.YaRNScaling(4.0, 16))],
+        examples=10,
+    ),
+    # -------------------------------------------------------------- tasks
+    **{
+        f"tasks.{cls.__name__}": Case(cls, lambda: dict(num_symbols=5), {"num_symbols": bad_int(1), "causal": BAD_BOOL},
+                                      extremes=[dict(num_symbols=1)])
+        for cls in (cpe.ReverseTask, cpe.SortTask, cpe.CopyTask)
+    },
+    "tasks.HistogramTask": Case(cpe.HistogramTask, lambda: dict(num_symbols=5),
+                                {"num_symbols": bad_int(1), "max_count": bad_int(1), "causal": BAD_BOOL},
+                                extremes=[dict(num_symbols=1, max_count=1)]),
+    "tasks.PositionTask": Case(cpe.PositionTask, lambda: dict(num_symbols=5),
+                               {"num_symbols": bad_int(1), "max_len": bad_int(1), "causal": BAD_BOOL},
+                               extremes=[dict(max_len=1)]),
+    "tasks.MarkovTask": Case(
+        cpe.MarkovTask, lambda: dict(num_symbols=4),
+        {"num_symbols": st.one_of(bad_int(1), st.just(100)), "order": st.one_of(bad_int(1, 2)), "branching": bad_int(1, 4),
+         "seed": bad_int(0), "bos": BAD_BOOL, "causal": BAD_BOOL},
+        mentions={"num_symbols": "num_symbols"},
+        extremes=[dict(num_symbols=1, branching=1), dict(order=1)],
+        examples=15,
+    ),
+    **{
+        f"tasks.{cls.__name__}.sample": Case(
+            cls.sample, lambda: dict(batch_size=2, seq_len=3),
+            {"batch_size": bad_int(1), "seq_len": bad_int(1), "generator": BAD_GENERATOR},
+            call=lambda _cls=cls, **kw: _cls(num_symbols=4).sample(**kw),
+            extremes=[dict(seq_len=1), dict(batch_size=1, seq_len=1)],
+        )
+        for cls in (cpe.ReverseTask, cpe.SortTask, cpe.HistogramTask, cpe.PositionTask, cpe.CopyTask, cpe.MarkovTask)
+    },
+    "tasks.MarkovTask.loss_floor_by_position": Case(
+        cpe.MarkovTask.loss_floor_by_position, lambda: dict(seq_len=4), {"seq_len": bad_int(1)},
+        call=lambda **kw: cpe.MarkovTask(4).loss_floor_by_position(**kw),
+        extremes=[dict(seq_len=1)],
+    ),
+    "tasks.Batch": Case(
+        cpe.Batch, lambda: dict(inputs=torch.zeros(2, 3, dtype=torch.long), targets=torch.zeros(2, 3, dtype=torch.long)),
+        {"inputs": bad_tensor((2, 3), "integer", wrong_shapes=((3,), (1, 3))),
+         "targets": bad_tensor((2, 3), "integer", wrong_shapes=((3,), (1, 3)))},
+        extremes=[dict(inputs=torch.zeros(1, 0, dtype=torch.long), targets=torch.zeros(1, 0, dtype=torch.long))],
+    ),
+    # -------------------------------------------------------------- training
+    "training.TrainConfig": Case(
+        cpe.TrainConfig, lambda: dict(),
+        {"steps": bad_int(1), "batch_size": bad_int(1), "seq_len": bad_int(1), "lr": bad_float(0.0),
+         "weight_decay": bad_float(0.0, strict=False), "warmup": bad_int(0), "grad_clip": bad_float(0.0),
+         "seed": bad_int(0), "log_every": bad_int(1)},
+        extremes=[dict(warmup=0, weight_decay=0.0, grad_clip=None, steps=1)],
+    ),
+    "training.TrainResult": Case(
+        cpe.TrainResult, lambda: dict(losses=[1.0]), {"losses": st.sampled_from([None, 1.0, (1.0,)]),
+                                                       "logged": st.sampled_from([None, 1.0])},
+        extremes=[dict(losses=[])],
+    ),
+    "training.PositionReport": Case(
+        cpe.PositionReport, lambda: dict(loss=torch.ones(3), accuracy=torch.ones(3)),
+        {"loss": bad_tensor((3,), wrong_shapes=((2,), (3, 1))), "accuracy": bad_tensor((3,), wrong_shapes=((2,),))},
+        extremes=[dict(loss=torch.ones(0), accuracy=torch.ones(0))],
+    ),
+    "training.PositionReport.mean_loss": Case(
+        cpe.PositionReport.mean_loss, lambda: dict(), {"start": bad_int(None), "stop": bad_int(None)},
+        call=lambda **kw: cpe.PositionReport(torch.ones(3), torch.ones(3)).mean_loss(**kw),
+        extremes=[dict(start=5), dict(start=-1, stop=None)],
+    ),
+    "training.PositionReport.mean_accuracy": Case(
+        cpe.PositionReport.mean_accuracy, lambda: dict(), {"start": bad_int(None), "stop": bad_int(None)},
+        call=lambda **kw: cpe.PositionReport(torch.ones(3), torch.ones(3)).mean_accuracy(**kw),
+        extremes=[dict(start=2, stop=3)],
+    ),
+    "training.train": Case(
+        cpe.train, lambda: dict(model=_tiny_model(), task=cpe.ReverseTask(7), config=cpe.TrainConfig(**_TRAIN_CFG),
+                                progress=False),
+        {"model": st.sampled_from([None, "model", lambda t: t]), "task": st.sampled_from([None, "task", 3]),
+         "config": st.sampled_from([None, dict(steps=2), "cfg"]), "progress": BAD_BOOL,
+         "description": st.sampled_from([3, b"x", ["d"]])},
+        extremes=[dict(config=cpe.TrainConfig(steps=1, batch_size=1, seq_len=1, warmup=0, grad_clip=None))],
+        examples=10,
+    ),
+    "training.evaluate_by_position": Case(
+        cpe.evaluate_by_position, lambda: dict(model=_tiny_model(), task=cpe.ReverseTask(7), seq_len=3,
+                                               batch_size=2, num_batches=1),
+        {"model": st.sampled_from([None, "model"]), "task": st.sampled_from([None, 3]), "seq_len": bad_int(1),
+         "batch_size": bad_int(1), "num_batches": bad_int(1), "seed": bad_int(0)},
+        extremes=[dict(seq_len=1, batch_size=1)],
+        examples=10,
+    ),
+    # -------------------------------------------------------------- reproducibility
+    "reproducibility.set_determinism": Case(
+        cpe.set_determinism, lambda: dict(seed=0, threads=1), {"seed": bad_int(0, 2**32 - 1), "threads": bad_int(1)},
+        extremes=[dict(seed=2**32 - 1)],
+    ),
+    "reproducibility.make_generator": Case(
+        cpe.make_generator, lambda: dict(seed=0), {"seed": bad_int(0, 2**63 - 1), "device": BAD_DEVICE},
+        extremes=[dict(seed=2**63 - 1)],
+    ),
+    "reproducibility.rounded": Case(
+        reproducibility.rounded, lambda: dict(value=1.23456, digits=2),
+        {"value": st.sampled_from([object(), {1: 2}, torch.ones(2), 1 + 2j]), "digits": st.sampled_from([True, 1.5, "2"]),
+         "sig": st.sampled_from([0, -1, True, 1.5])},
+        mentions={"digits": "digits", },
+        extremes=[dict(value=[], digits=1), dict(value=0.0, digits=None, sig=1)],
+    ),
+    "reproducibility.glue": Case(
+        reproducibility.glue, lambda: dict(name="x", value=1.5, digits=1),
+        {"name": st.sampled_from([3, None, "", b"x"]), "value": st.sampled_from([object(), {1: 2}, 1 + 2j])},
+        mentions={"name": "name", },
+        extremes=[dict(value=0.5, digits=None, sig=2)],
+    ),
+    # -------------------------------------------------------------- plotting
+    "plotting.use_course_style": Case(plotting.use_course_style, lambda: dict(), {}, extremes=[dict()]),
+    "plotting.plot_encoding_heatmap": Case(
+        plotting.plot_encoding_heatmap, lambda: dict(table=randn(4, 6)),
+        {"table": st.sampled_from([randn(4), [[1.0]], torch.ones(2, 2, dtype=torch.bool), np.array([["a"]])]),
+         "ax": st.sampled_from([3, "ax"]), "title": st.sampled_from([3, None]), "colorbar": BAD_BOOL},
+        extremes=[dict(table=randn(1, 1)), dict(table=np.ones((0, 3)))],
+        examples=10,
+    ),
+    "plotting.plot_dimension_curves": Case(
+        plotting.plot_dimension_curves, lambda: dict(table=randn(4, 6), dims=[0, 1]),
+        {"table": st.sampled_from([randn(4), torch.ones(2, 2, dtype=torch.bool)]),
+         "dims": st.sampled_from([[], [6], [-1], [0.5], "0", 3]),
+         "labels": st.sampled_from([["a"], "ab", [1, 2]]), "ax": st.sampled_from([3]), "title": st.sampled_from([3])},
+        mentions={"dims": "dims"},
+        extremes=[dict(table=randn(1, 1), dims=[0]), dict(labels=["a", "b"])],
+        examples=10,
+    ),
+    "plotting.plot_attention": Case(
+        plotting.plot_attention, lambda: dict(weights=torch.eye(3)),
+        {"weights": st.sampled_from([torch.ones(2, 2, 2), [[1.0]], torch.ones(2, 2, dtype=torch.bool)]),
+         "tokens": st.sampled_from([["a"], "abc", [1, 2, 3]]), "ax": st.sampled_from([3]), "title": st.sampled_from([3])},
+        extremes=[dict(weights=np.ones((1, 1))), dict(weights=np.ones((2, 2)), tokens=["a", "b"])],
+        examples=10,
+    ),
+    "plotting.plot_loss_by_position": Case(
+        plotting.plot_loss_by_position, lambda: dict(curves={"rope": np.ones(4)}),
+        {"curves": st.sampled_from([{}, None, [np.ones(3)], {"rope": np.ones((2, 2))}, {3: np.ones(3)}]),
+         "train_length": bad_int(1), "floor": bad_float(None), "ax": st.sampled_from([3]),
+         "title": st.sampled_from([3]), "ylabel": st.sampled_from([None])},
+        extremes=[dict(curves={"": np.ones(1)}), dict(curves={"rope": np.array([np.nan, 1.0])}, floor=0.0)],
+        examples=10,
+    ),
+    # -------------------------------------------------------------- benchmark
+    "benchmark.rotate_half": Case(
+        benchmark.rotate_half, lambda: dict(x=randn(2, 4)), {"x": bad_tensor((2, 4), wrong_shapes=((2, 3), ()))},
+        mentions={"x": "x"},
+        extremes=[dict(x=randn(0, 4))],
+    ),
+    "benchmark.textbook_rope": Case(
+        benchmark.textbook_rope, lambda: dict(x=randn(3, 4), cos_full=torch.ones(3, 4), sin_full=torch.zeros(3, 4)),
+        {"x": bad_tensor((3, 4)), "cos_full": bad_tensor((3, 4), wrong_shapes=((3, 5), (2, 3, 4))),
+         "sin_full": bad_tensor((3, 4), wrong_shapes=((4, 4),))},
+        extremes=[dict(x=randn(0, 4), cos_full=torch.ones(0, 4), sin_full=torch.ones(0, 4))],
+    ),
+    "benchmark.complex_rope": Case(
+        benchmark.complex_rope, lambda: dict(x=randn(3, 4), freqs_cis=torch.ones(3, 2, dtype=torch.complex64)),
+        {"x": bad_tensor((3, 4), wrong_shapes=((3, 3),)),
+         "freqs_cis": st.sampled_from([torch.ones(3, 2), torch.ones(3, 3, dtype=torch.complex64), None])},
+        extremes=[dict(x=randn(0, 4), freqs_cis=torch.ones(0, 2, dtype=torch.complex64))],
+    ),
+    "benchmark.time_call": Case(
+        benchmark.time_call, lambda: dict(fn=lambda: None, repeats=2, warmup=0),
+        {"fn": st.sampled_from([None, 3]), "repeats": bad_int(1), "warmup": bad_int(0)},
+        extremes=[dict(repeats=1)],
+    ),
+    "benchmark.BenchmarkRow": Case(
+        benchmark.BenchmarkRow, lambda: dict(name="clone", milliseconds=1.0),
+        {"name": st.sampled_from([None, 3]), "milliseconds": bad_float(0.0)},
+        extremes=[dict(milliseconds=1e-9)],
+    ),
+    "benchmark.benchmark_ratios": Case(
+        benchmark.benchmark_ratios,
+        lambda: dict(rows=[benchmark.BenchmarkRow(n, 1.0) for n in
+                           ("clone", "textbook half", "apply_rope half", "complex interleaved", "apply_rope interleaved")]),
+        {"rows": st.sampled_from([None, [1.0], [benchmark.BenchmarkRow("clone", 1.0)],
+                                  [benchmark.BenchmarkRow("clone", 1.0)] * 2])},
+    ),
+    "benchmark.format_report": Case(
+        benchmark.format_report,
+        lambda: dict(rows=[benchmark.BenchmarkRow(n, 1.0) for n in
+                           ("clone", "textbook half", "apply_rope half", "complex interleaved", "apply_rope interleaved")]),
+        {"rows": st.sampled_from([None, [benchmark.BenchmarkRow("clone", 1.0)]])},
+    ),
+    "benchmark.run_rope_benchmark": Case(
+        benchmark.run_rope_benchmark, lambda: dict(shape=(1, 1, 4, 4), repeats=1),
+        {"shape": st.sampled_from([(1, 1, 4), (1, 1, 4, 3), (1, 0, 4, 4), [1, 1, 4, 4], (1, 1, 4.0, 4)]),
+         "repeats": bad_int(1), "seed": bad_int(0)},
+        extremes=[dict(shape=(1, 1, 1, 2))],
+        examples=10,
+    ),
+}
+
+# ----------------------------------------------------------------------------- the enumerating test
+
+
+def public_callables() -> set[str]:
+    """``module.name`` for every public function and class, ``module.Class.method`` for public methods."""
+    names: set[str] = set()
+    objects = [getattr(course_pe, n) for n in course_pe.__all__]
+    for info in pkgutil.iter_modules(course_pe.__path__):
+        if info.name.startswith("_") or info.name in OWNED_ELSEWHERE:
+            continue
+        module = importlib.import_module(f"course_pe.{info.name}")
+        objects += [getattr(module, n) for n in getattr(module, "__all__", [])]
+    for obj in objects:
+        if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            continue  # constants, modules, type aliases
+        module = obj.__module__.rsplit(".", 1)[-1]
+        if module in OWNED_ELSEWHERE:
+            continue
+        names.add(f"{module}.{obj.__qualname__}")
+        if inspect.isclass(obj):
+            for attr, member in vars(obj).items():
+                # a method whose only parameter is self (extra_repr) has no argument to get wrong
+                if not attr.startswith("_") and inspect.isfunction(member) and len(inspect.signature(member).parameters) > 1:
+                    names.add(f"{module}.{obj.__qualname__}.{attr}")
+    return names
+
+
+def test_registry_covers_the_public_api():
+    public = public_callables()
+    missing = sorted(public - REGISTRY.keys())
+    stale = sorted(REGISTRY.keys() - public)
+    assert not missing, f"public callables without bad-input cases in tests/test_bad_input.py: {missing}"
+    assert not stale, f"registry entries for names that are not public: {stale}"
+
+
+@pytest.mark.parametrize("key", sorted(REGISTRY))
+def test_registry_arguments_exist(key):
+    """Every argument a case perturbs is a real parameter (so Python's own 'unexpected keyword' TypeError
+    can never pass for a check), and the valid arguments bind."""
+    case = REGISTRY[key]
+    signature = inspect.signature(case.target)
+    params = set(signature.parameters)
+    assert set(case.bad) <= params, set(case.bad) - params
+    assert set(case.valid()) <= params
+
+
+@pytest.mark.parametrize("key", sorted(REGISTRY))
+def test_bad_input_raises_a_clear_error(key):
+    case = REGISTRY[key]
+    if not case.bad:
+        with pytest.raises(TypeError):  # a callable without parameters refuses any argument
+            case.invoke({"unexpected": 1})
+        return
+
+    @settings(max_examples=case.examples, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(data=st.data())
+    def run(data):
+        argument = data.draw(st.sampled_from(sorted(case.bad)), label="argument")
+        value = data.draw(case.bad[argument], label="value")
+        kwargs = case.valid()
+        kwargs[argument] = value
+        try:
+            result = case.invoke(kwargs)
+        except (TypeError, ValueError) as error:
+            message = str(error)
+            assert message, "empty error message"
+            mention = case.mentions.get(argument, argument)
+            # the argument's name as a whole word (a mangled name such as "XXxXX" does not count)
+            assert re.search(rf"(?<![A-Za-z0-9_]){re.escape(mention)}(?![A-Za-z0-9_])", message), message
+        else:
+            pytest.fail(f"{key}({argument}={value!r}) returned {type(result).__name__} instead of raising")
+        finally:
+            plt.close("all")
+
+    run()
+
+
+@pytest.mark.parametrize("key", sorted(REGISTRY))
+def test_valid_arguments_and_extremes_work(key):
+    case = REGISTRY[key]
+    for override in [{}, *case.extremes]:
+        kwargs = case.valid()
+        kwargs.update(override)
+        case.invoke(kwargs)
+    plt.close("all")
