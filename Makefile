@@ -7,6 +7,7 @@
 #   make lab      JupyterLab on book/ with course_pe importable
 #   make workbook student notebooks (solutions replaced by stubs) into workbook/
 #   make grade NB=submission.ipynb [STUDENT=name]   grade a submission into grades/
+#   make nbgrader an nbgrader course folder (source notebooks + nbgrader_config.py) into nbgrader/
 #   make book-student  the HTML book without solutions, into _build/student/html
 #   make clean    remove build outputs (make distclean also removes .venv)
 #
@@ -34,7 +35,7 @@ export PYTHONNOUSERSITE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export JUPYTER_PLATFORM_DIRS := 1
 
-.PHONY: install test test-package test-notebooks book book-student execute serve lab workbook grade clean distclean
+.PHONY: install test test-package test-notebooks book book-student execute serve lab workbook grade nbgrader clean distclean
 
 install: $(STAMP)
 
@@ -80,6 +81,10 @@ workbook: $(STAMP)
 grade: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make grade NB=path/to/submission.ipynb [STUDENT=name]"; exit 2; }
 	$(BIN)/python -m course_pe.grade "$(NB)" --out grades $(if $(STUDENT),--student "$(STUDENT)")
+
+# nbgrader itself is pinned in requirements.txt: run its commands with .venv/bin on PATH (source .venv/bin/activate).
+nbgrader: $(STAMP)
+	$(BIN)/python -m course_pe.nbgrader_release $(NOTEBOOKS) --out nbgrader
 
 serve:
 	@test -d _build/html || { echo "run 'make book' first"; exit 1; }
