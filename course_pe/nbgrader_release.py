@@ -393,7 +393,7 @@ def make_source_notebook(
     source.metadata["language_info"] = {"name": "python"}
     source.metadata["course_pe"] = {"chapter": chapter,
                                     "exercises": [e for ex in exercises for e in ex.exercise_ids],
-                                    "version": "nbgrader source"}
+                                    "version": "nbgrader"}
     nbformat.validate(source)
     return source
 
