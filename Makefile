@@ -9,6 +9,7 @@
 #   make workbook student notebooks (solutions replaced by stubs) into workbook/
 #   make grade NB=submission.ipynb [STUDENT=name] [ASSIGNMENT=chapter]   grade a submission into grades/
 #   make grade DIR=submissions/ [ASSIGNMENT=chapter] [JOBS=n]             grade a whole folder, in parallel
+#   make nbgrader an nbgrader course folder (source notebooks + nbgrader_config.py) into nbgrader/
 #   make book-student  the HTML book without solutions, into _build/student/html
 #   make clean    remove build outputs (make distclean also removes .venv)
 #
@@ -36,7 +37,7 @@ export PYTHONNOUSERSITE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export JUPYTER_PLATFORM_DIRS := 1
 
-.PHONY: install test test-package test-notebooks test-portable book book-student execute serve lab workbook grade clean distclean
+.PHONY: install test test-package test-notebooks test-portable book book-student execute serve lab workbook grade nbgrader clean distclean
 
 install: $(STAMP)
 
@@ -110,6 +111,10 @@ grade: export JOBS := $(JOBS)
 grade: export GRADES := $(GRADES)
 grade: $(STAMP)
 	@$(BIN)/python -m course_pe.grade --from-env --out grades
+
+# nbgrader itself is pinned in requirements.txt: run its commands with .venv/bin on PATH (source .venv/bin/activate).
+nbgrader: $(STAMP)
+	$(BIN)/python -m course_pe.nbgrader_release $(NOTEBOOKS) --out nbgrader
 
 serve:
 	@test -d _build/html || { echo "run 'make book' first"; exit 1; }
