@@ -3,11 +3,12 @@
 #   make test     pytest (package) + nbval in strict mode on every notebook in the TOC
 #   make book     HTML book in _build/html, warnings are errors
 #   make execute  re-run every TOC notebook in place (deterministic) after an intended change
-#   make serve    serve _build/html on http://localhost:8000
-#   make lab      JupyterLab on book/ with course_pe importable
+#   make test-site  open every page of _build/html in headless Chromium (offline math, links, search, mobile)
+#   make serve    serve _build/html on http://127.0.0.1:8000 (PORT=...)
+#   make lab      JupyterLab on book/ with course_pe importable and MyST rendered (jupyterlab-myst)
 #   make workbook student notebooks (solutions replaced by stubs) into workbook/
 #   make grade NB=submission.ipynb [STUDENT=name]   grade a submission into grades/
-#   make book-student  the HTML book without solutions, into _build/student/html
+#   make book-student  the HTML book without solutions, into _build/student/_build/html
 #   make clean    remove build outputs (make distclean also removes .venv)
 #
 # The first target that needs Python creates .venv and installs requirements.txt and the package
@@ -34,7 +35,7 @@ export PYTHONNOUSERSITE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export JUPYTER_PLATFORM_DIRS := 1
 
-.PHONY: install test test-package test-notebooks book book-student execute serve lab workbook grade clean distclean
+.PHONY: install test test-package test-notebooks book book-student test-site execute serve lab workbook grade clean distclean
 
 install: $(STAMP)
 
@@ -69,7 +70,7 @@ execute: $(STAMP)
 STUDENT_SRC := _build/student_src
 book-student: $(STAMP)
 	rm -rf $(STUDENT_SRC) && mkdir -p $(STUDENT_SRC)
-	cp -r book _toc.yml references.bib $(STUDENT_SRC)/
+	cp -r book tools _toc.yml references.bib $(STUDENT_SRC)/
 	$(BIN)/python -c "import yaml; c = yaml.safe_load(open('_config.yml')); c['title'] += ' (student edition)'; yaml.safe_dump(c, open('$(STUDENT_SRC)/_config.yml', 'w'), allow_unicode=True)"
 	$(BIN)/python -m course_pe.workbook $(NOTEBOOKS) --out $(STUDENT_SRC) --keep-outputs > /dev/null
 	$(BIN)/jupyter-book build $(STUDENT_SRC) --path-output _build/student --builder html -W -n --keep-going
@@ -81,12 +82,22 @@ grade: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make grade NB=path/to/submission.ipynb [STUDENT=name]"; exit 2; }
 	$(BIN)/python -m course_pe.grade "$(NB)" --out grades $(if $(STUDENT),--student "$(STUDENT)")
 
+# The site test needs Debian's chromium (/usr/bin/chromium) and playwright (requirements.txt); it tells how to
+# install whichever is missing. Screenshots go to _build/site-test/.
+test-site: $(STAMP)
+	@test -f _build/html/index.html || { echo "run 'make book' first"; exit 1; }
+	$(BIN)/python tools/site_test.py --site _build/html --out _build/site-test
+
+PORT ?= 8000
 serve:
 	@test -d _build/html || { echo "run 'make book' first"; exit 1; }
-	$(PYTHON) -m http.server --directory _build/html 8000
+	@echo "serving _build/html on http://127.0.0.1:$(PORT) (Ctrl-C to stop)"
+	$(PYTHON) -m http.server --bind 127.0.0.1 --directory _build/html $(PORT)
 
+# jupyterlab-myst (requirements.txt) renders MyST in markdown cells. JupyterLab refuses to run as root unless told.
 lab: $(STAMP)
-	$(BIN)/jupyter lab book
+	@$(BIN)/jupyter labextension list 2>&1 | grep -q "jupyterlab-myst.*enabled" || $(BIN)/jupyter labextension enable jupyterlab-myst
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) book
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis workbook grades
