@@ -66,13 +66,15 @@ execute: $(STAMP)
 	$(BIN)/python tools/book_tools.py execute $(NB)
 
 # The student edition is built from a copy of the sources in which every notebook went through the workbook
-# transformation (solutions removed, stored outputs kept except for stubs and check cells).
+# transformation (solutions removed, stored outputs kept except for stubs and check cells); its pages then lose
+# the "Your answer here." placeholders (book_tools.py student-pages), which only make sense in a notebook.
 STUDENT_SRC := _build/student_src
 book-student: $(STAMP)
 	rm -rf $(STUDENT_SRC) && mkdir -p $(STUDENT_SRC)
 	cp -r book tools _toc.yml references.bib $(STUDENT_SRC)/
 	$(BIN)/python -c "import yaml; c = yaml.safe_load(open('_config.yml')); c['title'] += ' (student edition)'; yaml.safe_dump(c, open('$(STUDENT_SRC)/_config.yml', 'w'), allow_unicode=True)"
 	$(BIN)/python -m course_pe.workbook $(NOTEBOOKS) --out $(STUDENT_SRC) --keep-outputs > /dev/null
+	$(BIN)/python tools/book_tools.py student-pages $(STUDENT_SRC)
 	$(BIN)/jupyter-book build $(STUDENT_SRC) --path-output _build/student --builder html -W -n --keep-going
 
 workbook: $(STAMP)

@@ -16,6 +16,8 @@ Loaded by Jupyter Book through ``sphinx.local_extensions`` in ``_config.yml``. I
   math, and link text written with ``$...$``), and writes it as plain text where HTML cannot hold markup (the
   window title, the print heading): ``d_\\text{model}`` becomes ``d_model``;
 * lets long identifiers, signatures and index tables wrap on phones (no horizontal scrolling at 390 px);
+* numbers exercises per chapter (sphinx-exercise numbers them like figures, which without a numbered toctree
+  run across the whole book: the sinusoidal chapter's first exercise was "Exercise 5");
 * turns the ``nitpick_ignore`` pairs that ``_config.yml`` gives as YAML lists into the tuples Sphinx expects.
 
 Only the parts of MathJax that the CommonHTML output can load are copied (about 9 MB): the combined
@@ -188,6 +190,20 @@ def drop_repeated_scripts(app: Sphinx, pagename: str, templatename: str, context
     scripts[:] = unique
 
 
+PER_CHAPTER_TYPES = ("exercise",)
+
+
+def number_per_chapter(app: Sphinx, env) -> list[str]:
+    """Restart the numbers of PER_CHAPTER_TYPES at 1 in every document, keeping their order."""
+    for by_type in env.toc_fignumbers.values():
+        for figtype in PER_CHAPTER_TYPES:
+            numbers = by_type.get(figtype)
+            if numbers:
+                order = sorted(numbers, key=lambda key: numbers[key])
+                by_type[figtype] = {key: (index,) for index, key in enumerate(order, start=1)}
+    return []
+
+
 def write_css(app: Sphinx, exception: Exception | None) -> None:
     if exception is None and app.builder.format == "html":
         (Path(app.outdir) / "_static" / "book_site.css").write_text(_SITE_CSS)
@@ -212,6 +228,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("html-page-context", drop_repeated_scripts, priority=900)
     app.connect("html-page-context", plain_page_titles, priority=900)
     app.connect("doctree-read", collect_math_titles)
+    app.connect("env-get-updated", number_per_chapter, priority=900)  # after Sphinx assigns figure numbers
     app.connect("env-merge-info", merge_math_titles)
     app.connect("doctree-resolved", math_in_link_text)
     app.add_css_file("book_site.css")
