@@ -1,4 +1,4 @@
-"""Sphinx extension for the book's site: math that renders offline, and proofs that fold.
+"""Sphinx extension for the book's site: math that renders offline, titles, numbering, folding, phone layout.
 
 Loaded by Jupyter Book through ``sphinx.local_extensions`` in ``_config.yml``. It
 
@@ -10,8 +10,8 @@ Loaded by Jupyter Book through ``sphinx.local_extensions`` in ``_config.yml``. I
 * typesets search results, which the search page adds after MathJax has run;
 * makes every proof (sphinx-proof's ``prf:proof``, which has no title for sphinx-togglebutton to use) a closed
   ``<details>`` block whose summary reads "Proof", so a reader sees the statements and unfolds an argument;
-* removes script tags repeated on a page (sphinx-thebe and sphinx-togglebutton register their inline
-  configuration twice (once with filename None, once with ""), so the page declared ``const THEBE_JS_URL`` twice: a page error);
+* removes script tags repeated on a page: sphinx-thebe and sphinx-togglebutton register their inline
+  configuration twice (filename None and ""), so every page declared ``const THEBE_JS_URL`` twice (a page error);
 * keeps math in titles as math where a title is reused as link text (``{ref}`` to a section whose title has
   math, and link text written with ``$...$``), and writes it as plain text where HTML cannot hold markup (the
   window title, the print heading): ``d_\\text{model}`` becomes ``d_model``;
@@ -27,10 +27,9 @@ CommonHTML fonts. The SVG output and the other combined components are left out.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
-
-import re
 
 from docutils import nodes
 from sphinx.application import Sphinx

@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site", type=Path, default=ROOT / "_build" / "html")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "site-test")
     parser.add_argument("--chromium", default=os.environ.get("CHROMIUM", CHROMIUM))
-    parser.add_argument("--time-limit", type=float, default=900.0, help="seconds before the server stops itself")
+    parser.add_argument("--time-limit", type=float, default=1500.0, help="seconds before the server stops itself")
     args = parser.parse_args(argv)
 
     if not (args.site / "index.html").is_file():
