@@ -4,13 +4,14 @@
 #   make test-portable  nbval again under other BLAS/ATen kernels and another thread count (portability policy)
 #   make book     HTML book in _build/html, warnings are errors
 #   make execute  re-run every TOC notebook in place (deterministic) after an intended change
-#   make serve    serve _build/html on http://localhost:8000
-#   make lab      JupyterLab on book/ with course_pe importable
+#   make test-site  open every page of _build/html in headless Chromium (offline math, links, search, mobile)
+#   make serve    serve _build/html on http://127.0.0.1:8000 (PORT=...)
+#   make lab      JupyterLab on book/ with course_pe importable and MyST rendered (jupyterlab-myst)
 #   make workbook student notebooks (solutions replaced by stubs) into workbook/
 #   make grade NB=submission.ipynb [STUDENT=name] [ASSIGNMENT=chapter]   grade a submission into grades/
 #   make grade DIR=submissions/ [ASSIGNMENT=chapter] [JOBS=n]             grade a whole folder, in parallel
 #   make nbgrader an nbgrader course folder (source notebooks + nbgrader_config.py) into nbgrader/
-#   make book-student  the HTML book without solutions, into _build/student/html
+#   make book-student  the HTML book without solutions, into _build/student/_build/html
 #   make clean    remove build outputs (make distclean also removes .venv)
 #
 # The first target that needs Python creates .venv and installs requirements.txt and the package
@@ -37,7 +38,7 @@ export PYTHONNOUSERSITE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export JUPYTER_PLATFORM_DIRS := 1
 
-.PHONY: install test test-package test-notebooks test-portable book book-student execute serve lab workbook grade nbgrader clean distclean
+.PHONY: install test test-package test-notebooks test-portable book book-student test-site execute serve lab workbook grade nbgrader clean distclean
 
 install: $(STAMP)
 
@@ -87,13 +88,15 @@ execute: $(STAMP)
 	$(BIN)/python tools/book_tools.py execute $(NB)
 
 # The student edition is built from a copy of the sources in which every notebook went through the workbook
-# transformation (solutions removed, stored outputs kept except for stubs and check cells).
+# transformation (solutions removed, stored outputs kept except for stubs and check cells); its pages then lose
+# the "Your answer here." placeholders (book_tools.py student-pages), which only make sense in a notebook.
 STUDENT_SRC := _build/student_src
 book-student: $(STAMP)
 	rm -rf $(STUDENT_SRC) && mkdir -p $(STUDENT_SRC)
-	cp -r book _toc.yml references.bib $(STUDENT_SRC)/
+	cp -r book tools _toc.yml references.bib $(STUDENT_SRC)/
 	$(BIN)/python -c "import yaml; c = yaml.safe_load(open('_config.yml')); c['title'] += ' (student edition)'; yaml.safe_dump(c, open('$(STUDENT_SRC)/_config.yml', 'w'), allow_unicode=True)"
 	$(BIN)/python -m course_pe.workbook $(NOTEBOOKS) --out $(STUDENT_SRC) --keep-outputs > /dev/null
+	$(BIN)/python tools/book_tools.py student-pages $(STUDENT_SRC)
 	$(BIN)/jupyter-book build $(STUDENT_SRC) --path-output _build/student --builder html -W -n --keep-going
 
 workbook: $(STAMP)
@@ -116,12 +119,22 @@ grade: $(STAMP)
 nbgrader: $(STAMP)
 	$(BIN)/python -m course_pe.nbgrader_release $(NOTEBOOKS) --out nbgrader
 
+# The site test needs Debian's chromium (/usr/bin/chromium) and playwright (requirements.txt); it tells how to
+# install whichever is missing. Screenshots go to _build/site-test/.
+test-site: $(STAMP)
+	@test -f _build/html/index.html || { echo "run 'make book' first"; exit 1; }
+	$(BIN)/python tools/site_test.py --site _build/html --out _build/site-test
+
+PORT ?= 8000
 serve:
 	@test -d _build/html || { echo "run 'make book' first"; exit 1; }
-	$(PYTHON) -m http.server --directory _build/html 8000
+	@echo "serving _build/html on http://127.0.0.1:$(PORT) (Ctrl-C to stop)"
+	$(PYTHON) -m http.server --bind 127.0.0.1 --directory _build/html $(PORT)
 
+# jupyterlab-myst (requirements.txt) renders MyST in markdown cells. JupyterLab refuses to run as root unless told.
 lab: $(STAMP)
-	$(BIN)/jupyter lab book
+	@$(BIN)/jupyter labextension list 2>&1 | grep -q "jupyterlab-myst.*enabled" || $(BIN)/jupyter labextension enable jupyterlab-myst
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) book
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis workbook grades

@@ -2,6 +2,16 @@
 
     python tools/book_tools.py notebooks        # TOC notebooks, in reading order
     python tools/book_tools.py execute [NB ...] # re-execute notebooks in place, deterministically
+    python tools/book_tools.py normalize [--check] [NB ...]  # reading set-up of every TOC notebook (below)
+    python tools/book_tools.py student-pages DIR  # student edition sources: drop the "your answer" stubs
+
+`normalize` is the source of truth for how a chapter opens; it is idempotent and changes no stored output, so a
+notebook needs no re-execution after it. In the first code cell (the setup cell) it
+
+* puts a marked block that installs ``course_pe`` when it is not importable (Colab, a fresh Binder): pip installs
+  the package from the published repository named by ``repository.url``/``branch`` in ``_config.yml``, plus the
+  few packages the chapters import that such a machine lacks, at the versions pinned in requirements.txt;
+* tags the cell ``hide-input``, so the rendered page shows it collapsed (the downloaded notebook keeps it).
 
 Re-execution runs each notebook in a fresh kernel from its own folder (as nbval does), one after
 another, then removes per-run metadata (timings, widget state) so that the stored file changes only
@@ -11,6 +21,7 @@ when an output changes.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -92,6 +103,111 @@ def execute(paths: list[Path]) -> None:
         print(f"executed {path.relative_to(ROOT)} in {time.perf_counter() - start:.1f} s")
 
 
+# ------------------------------------------------------------------------------------------- normalize
+
+SETUP_BEGIN = "# --- course set-up: installs course_pe where it is missing (Colab); kept by tools/book_tools.py ---"
+SETUP_END = "# --- end of course set-up ---"
+SETUP_TAG = "hide-input"
+# Imported by the chapters but absent from a stock Colab machine; versions come from requirements.txt.
+SETUP_EXTRA_PACKAGES = ("myst-nb", "hypothesis")
+_SETUP_BLOCK = re.compile(re.escape(SETUP_BEGIN) + r".*?" + re.escape(SETUP_END) + r"\n*", re.S)
+
+
+def repository() -> tuple[str, str]:
+    """(https URL, branch) of the published repository: the one setting, ``repository:`` in _config.yml."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repo = config["repository"]
+    url = repo["url"].rstrip("/")
+    if not re.fullmatch(r"https://github\.com/[^/]+/[^/]+", url):
+        raise ValueError(f"repository.url in _config.yml must be https://github.com/OWNER/NAME, not {url!r}")
+    return url, repo.get("branch", "main")
+
+
+def pinned(name: str) -> str:
+    """``name==version`` as pinned in requirements.txt."""
+    wanted = name.lower().replace("_", "-")
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        package, sep, version = line.strip().partition("==")
+        if sep and package.lower().replace("_", "-") == wanted:
+            return f"{package}=={version}"
+    raise ValueError(f"{name} is not pinned in requirements.txt")
+
+
+def setup_block() -> str:
+    url, branch = repository()
+    packages = [f"course_pe @ git+{url}@{branch}"] + [pinned(name) for name in SETUP_EXTRA_PACKAGES]
+    listed = ", ".join(f'"{p}"' for p in packages)
+    return (
+        f"{SETUP_BEGIN}\n"
+        "import importlib.util\n"
+        "import subprocess\n"
+        "import sys\n"
+        "\n"
+        "if importlib.util.find_spec(\"course_pe\") is None:\n"
+        "    subprocess.run(\n"
+        "        [sys.executable, \"-m\", \"pip\", \"install\", \"-q\",\n"
+        f"         {listed}],\n"
+        "        check=True,\n"
+        "    )\n"
+        f"{SETUP_END}\n\n"
+    )
+
+
+def normalize_notebook(nb) -> bool:
+    """Apply the reading set-up to one notebook in memory; True when something changed."""
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    if not code:
+        return False
+    first = code[0]
+    before = (first.source, list(first.metadata.get("tags", [])))
+    body = _SETUP_BLOCK.sub("", first.source)
+    first.source = setup_block() + body.lstrip("\n")
+    tags = first.metadata.get("tags", [])
+    if SETUP_TAG not in tags:
+        first.metadata["tags"] = [*tags, SETUP_TAG]
+    return (first.source, list(first.metadata.get("tags", []))) != before
+
+
+def normalize(paths: list[Path], check: bool = False) -> list[Path]:
+    """Normalize notebooks in place (or, with ``check``, only report); return those that (would) change."""
+    import nbformat
+
+    changed = []
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        if normalize_notebook(nb):
+            changed.append(path)
+            if not check:
+                nbformat.write(nb, path)
+    return changed
+
+
+STUDENT_STUB = re.compile(r"^\s*\*Your answer here\.\*\s*$", re.M)
+
+
+def student_pages(folder: Path) -> int:
+    """In the student edition's sources, remove the "your answer" placeholders (a page shows no stub text).
+
+    Markdown cells left empty are dropped. Returns the number of placeholders removed.
+    """
+    import nbformat
+
+    removed = 0
+    for path in sorted(folder.rglob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        cells = []
+        for cell in nb.cells:
+            if cell.cell_type == "markdown" and STUDENT_STUB.search(cell.source):
+                removed += len(STUDENT_STUB.findall(cell.source))
+                cell.source = re.sub(r"\n{3,}", "\n\n", STUDENT_STUB.sub("", cell.source)).strip("\n")
+                if not cell.source.strip():
+                    continue
+            cells.append(cell)
+        nb.cells = cells
+        nbformat.write(nb, path)
+    return removed
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__)
@@ -104,6 +220,20 @@ def main(argv: list[str]) -> int:
         paths = [Path(p).resolve() for p in rest] if rest else toc_notebooks()
         os.environ.setdefault("COURSE_PE_THREADS", "2")
         execute(paths)
+        return 0
+    if command == "normalize":
+        check = "--check" in rest
+        names = [p for p in rest if p != "--check"]
+        paths = [Path(p).resolve() for p in names] if names else toc_notebooks()
+        changed = normalize(paths, check=check)
+        for path in changed:
+            print(f"{'needs normalize' if check else 'normalized'}: {path.relative_to(ROOT)}")
+        return 1 if (check and changed) else 0
+    if command == "student-pages":
+        if len(rest) != 1:
+            print("usage: book_tools.py student-pages DIR")
+            return 2
+        print(f"removed {student_pages(Path(rest[0]))} answer placeholders")
         return 0
     print(f"unknown command {command!r}\n{__doc__}")
     return 2

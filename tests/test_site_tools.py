@@ -1,0 +1,174 @@
+"""The book's site tooling: notebook normalization, offline math, launch links, the site test's checks.
+
+The browser test itself is `make test-site` (tools/site_test.py, run by .ci/run after `make book`).
+"""
+
+import copy
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import book_site  # noqa: E402
+import book_tools  # noqa: E402
+import site_test  # noqa: E402
+
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+# ------------------------------------------------------------------ normalize (install cell, collapsed setup cell)
+
+
+def test_every_toc_notebook_is_normalized():
+    changed = book_tools.normalize(book_tools.toc_notebooks(), check=True)
+    assert not changed, f"run `python tools/book_tools.py normalize`: {[p.name for p in changed]}"
+
+
+def test_normalize_is_idempotent_and_keeps_outputs(tmp_path):
+    source = ROOT / "book" / "part1" / "sinusoidal.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    # Undo the set-up as an older notebook would have it, then normalize twice.
+    first.source = book_tools._SETUP_BLOCK.sub("", first.source)
+    first.metadata["tags"] = [t for t in first.metadata.get("tags", []) if t != book_tools.SETUP_TAG]
+    outputs = copy.deepcopy([c.get("outputs") for c in nb.cells])
+    assert book_tools.normalize_notebook(nb) is True
+    once = nbformat.writes(nb)
+    assert book_tools.normalize_notebook(nb) is False
+    assert nbformat.writes(nb) == once
+    assert [c.get("outputs") for c in nb.cells] == outputs
+    assert first.source.count(book_tools.SETUP_BEGIN) == 1
+    assert first.metadata["tags"].count("hide-input") == 1
+
+
+def test_setup_block_installs_from_the_configured_repository_and_runs_when_installed():
+    block = book_tools.setup_block()
+    url, branch = CONFIG["repository"]["url"], CONFIG["repository"]["branch"]
+    assert f"course_pe @ git+{url}@{branch}" in block
+    for name in book_tools.SETUP_EXTRA_PACKAGES:
+        assert book_tools.pinned(name) in block
+    compile(block, "<setup>", "exec")
+    namespace: dict = {}
+    exec(block, namespace)  # course_pe is importable here, so nothing is installed
+
+
+def test_pinned_reads_requirements_and_refuses_unknown_packages():
+    assert book_tools.pinned("myst_nb").startswith("myst-nb==")
+    with pytest.raises(ValueError, match="not pinned"):
+        book_tools.pinned("no-such-package")
+
+
+def test_student_pages_remove_answer_placeholders(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("Exercise text."),
+        nbformat.v4.new_markdown_cell("*Your answer here.*"),
+        nbformat.v4.new_markdown_cell("Before.\n\n*Your answer here.*\n\nAfter."),
+    ]
+    path = tmp_path / "book" / "chapter.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nb, path)
+    assert book_tools.student_pages(tmp_path) == 2
+    cells = nbformat.read(path, as_version=4).cells
+    assert [c.source for c in cells] == ["Exercise text.", "Before.\n\nAfter."]
+    assert book_tools.student_pages(tmp_path) == 0
+
+
+# ------------------------------------------------------------------ offline math and titles (tools/book_site.py)
+
+
+def test_mathjax_is_local_and_the_extension_is_configured():
+    assert CONFIG["sphinx"]["config"]["mathjax_path"] == book_site.MATHJAX_PATH
+    assert "://" not in book_site.MATHJAX_PATH
+    assert CONFIG["sphinx"]["local_extensions"] == {"book_site": "tools/"}
+    es5 = book_site.mathjax_source()
+    assert (es5 / "tex-mml-chtml.js").is_file()
+    assert (es5 / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
+
+
+def test_tex_to_plain():
+    assert book_site.tex_to_plain(r"Worked example: \(d_\text{model} = 4\), positions") == "Worked example: d_model = 4, positions"
+    assert book_site.tex_to_plain(r"$\mathrm{PE}_{2i}$") == "PE_2i"
+    assert book_site.tex_to_plain("no math") == "no math"
+
+
+def test_exercises_are_numbered_per_chapter():
+    env = SimpleNamespace(toc_fignumbers={
+        "a": {"exercise": {"ex-a1": (1,), "ex-a2": (2,)}, "figure": {"f": (1,)}},
+        "b": {"exercise": {"ex-b2": (5,), "ex-b1": (3,)}, "figure": {"g": (2,)}},
+    })
+    book_site.number_per_chapter(None, env)
+    assert env.toc_fignumbers["b"]["exercise"] == {"ex-b1": (1,), "ex-b2": (2,)}
+    assert env.toc_fignumbers["a"]["exercise"] == {"ex-a1": (1,), "ex-a2": (2,)}
+    assert env.toc_fignumbers["b"]["figure"] == {"g": (2,)}  # other types keep the book-wide count
+
+
+def test_repeated_inline_scripts_are_dropped():
+    from sphinx.builders.html._assets import _JavaScript
+
+    scripts = [_JavaScript(None, body="const A = 1;", priority=500), _JavaScript("", body="const A = 1;", priority=500),
+               _JavaScript("x.js"), _JavaScript("", body="const B = 2;")]
+    context = {"script_files": scripts}
+    book_site.drop_repeated_scripts(None, "p", "page.html", context, None)
+    assert [(s.filename, s.attributes.get("body")) for s in context["script_files"]] == [
+        (None, "const A = 1;"), ("x.js", None), ("", "const B = 2;")]
+
+
+# ------------------------------------------------------------------ launch buttons and the site test's checks
+
+
+def _page(tmp_path, *hrefs):
+    page = tmp_path / "page.html"
+    page.write_text("".join(f'<a href="{h}">x</a>' for h in hrefs))
+    return page
+
+
+def test_launch_links_must_point_at_notebooks_of_the_configured_repository(tmp_path):
+    repo, branch, _ = site_test.repository_settings()
+    good_binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=lab/tree/book/part1/sinusoidal.ipynb"
+    good_colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/book/part1/sinusoidal.ipynb"
+    problems, seen = site_test.launch_url_problems([_page(tmp_path, good_binder, good_colab, "https://example.org")],
+                                                   ROOT, repo, branch)
+    assert (problems, seen) == ([], 2)
+    bad = [
+        good_colab.replace(repo, "someone/else"),
+        good_binder.replace(f"/{branch}?", "/dev?"),
+        good_colab.replace("sinusoidal.ipynb", "missing.ipynb"),
+        good_binder.replace("book/part1/sinusoidal.ipynb", "book/part1/notation.md"),
+    ]
+    problems, seen = site_test.launch_url_problems([_page(tmp_path, *bad)], ROOT, repo, branch)
+    assert seen == 4 and len(problems) == 4
+
+
+def test_binder_installs_cpu_torch_and_the_course():
+    requirements = (ROOT / "binder" / "requirements.txt").read_text()
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in requirements
+    assert "-r ../requirements.txt" in requirements
+    assert "pip install --no-deps" in (ROOT / "binder" / "postBuild").read_text()
+    assert CONFIG["launch_buttons"]["notebook_interface"] == "jupyterlab"
+
+
+def test_publish_workflow_builds_and_deploys_pages():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "publish.yml").read_text())
+    steps = [s.get("uses", s.get("run", "")) for s in workflow["jobs"]["build"]["steps"]]
+    assert any("make book" in s for s in steps)
+    assert any(s.startswith("actions/upload-pages-artifact@") for s in steps)
+    assert workflow["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
+    assert workflow[True]["push"]["branches"] == ["main"]  # YAML reads the key `on` as True
+
+
+@pytest.mark.parametrize("text", [r"\(d_\text{model}\)", r"\[ x \]", r"$d_\text{model} = 4$", r"d_\text{model}",
+                                  r"\langle q, k \rangle", "$$x$$"])
+def test_raw_tex_is_detected(text):
+    assert site_test.RAW_TEX.search(text)
+
+
+@pytest.mark.parametrize("text", ["plain prose (with brackets) [1]", "costs $5 and $6", "C:/path", "a_b = 4"])
+def test_prose_is_not_taken_for_tex(text):
+    assert not site_test.RAW_TEX.search(text)

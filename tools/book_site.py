@@ -1,0 +1,234 @@
+"""Sphinx extension for the book's site: math that renders offline, titles, numbering, folding, phone layout.
+
+Loaded by Jupyter Book through ``sphinx.local_extensions`` in ``_config.yml``. It
+
+* copies the pinned MathJax 3 (the PyPI package ``django-static-mathjax``, pinned in requirements.txt; it
+  ships the MathJax distribution unchanged, with its licence) into ``_build/html/_static/mathjax/`` when the
+  build ends; ``mathjax_path`` in ``_config.yml`` names the copied file, so no page loads it from another host;
+* loads MathJax on every page, not only on pages with math, so navigation entries and titles that contain math
+  (the sidebar, the search page, the indices) are typeset too;
+* typesets search results, which the search page adds after MathJax has run;
+* makes every proof (sphinx-proof's ``prf:proof``, which has no title for sphinx-togglebutton to use) a closed
+  ``<details>`` block whose summary reads "Proof", so a reader sees the statements and unfolds an argument;
+* removes script tags repeated on a page: sphinx-thebe and sphinx-togglebutton register their inline
+  configuration twice (filename None and ""), so every page declared ``const THEBE_JS_URL`` twice (a page error);
+* keeps math in titles as math where a title is reused as link text (``{ref}`` to a section whose title has
+  math, and link text written with ``$...$``), and writes it as plain text where HTML cannot hold markup (the
+  window title, the print heading): ``d_\\text{model}`` becomes ``d_model``;
+* lets long identifiers, signatures and index tables wrap on phones (no horizontal scrolling at 390 px);
+* numbers exercises per chapter (sphinx-exercise numbers them like figures, which without a numbered toctree
+  run across the whole book: the sinusoidal chapter's first exercise was "Exercise 5");
+* turns the ``nitpick_ignore`` pairs that ``_config.yml`` gives as YAML lists into the tuples Sphinx expects.
+
+Only the parts of MathJax that the CommonHTML output can load are copied (about 9 MB): the combined
+``tex-mml-chtml.js`` component, the dynamically loaded input, output, ui and accessibility components and the
+CommonHTML fonts. The SVG output and the other combined components are left out.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+from sphinx.util.nodes import clean_astext
+
+MATHJAX_PATH = "mathjax/tex-mml-chtml.js"
+# Everything under es5/ except these (top-level combined components we do not load, and the SVG output).
+_SKIP = {
+    "tex-chtml.js", "tex-chtml-full.js", "tex-chtml-full-speech.js", "tex-svg.js", "tex-svg-full.js",
+    "tex-mml-svg.js", "mml-chtml.js", "mml-svg.js", "node-main.js", "svg", "svg.js",
+}
+
+# Search results are inserted after MathJax typeset the page; typeset each result list as it grows.
+_FOLD_PROOFS_JS = """
+document.addEventListener("DOMContentLoaded", function () {
+  document.querySelectorAll("div.proof.admonition").forEach(function (box) {
+    if (box.classList.length !== 2 || box.querySelector(":scope > details")) { return; }  // theorems etc. have a type
+    var details = document.createElement("details");
+    details.className = "proof-fold";
+    var summary = document.createElement("summary");
+    summary.textContent = "Proof";
+    details.appendChild(summary);
+    var first = box.firstElementChild;
+    if (first && first.firstChild && first.firstChild.nodeType === Node.TEXT_NODE) {
+      first.firstChild.textContent = first.firstChild.textContent.replace(/^\\s*Proof\\.\\s*/, "");
+    }
+    while (box.firstChild) { details.appendChild(box.firstChild); }
+    box.appendChild(details);
+  });
+});
+"""
+_SITE_CSS = """\
+details.proof-fold > summary { cursor: pointer; font-weight: 600; }
+/* Phones: long identifiers, signatures, URLs and index tables wrap instead of widening the page. */
+@media (max-width: 767.98px) {
+  .bd-content { overflow-wrap: anywhere; }
+  .bd-content code.literal, .bd-content code.literal span.pre, .bd-content dt.sig span.pre {
+    white-space: pre-wrap; overflow-wrap: anywhere;
+  }
+  .bd-content table.indextable { table-layout: fixed; width: 100%; }
+  .bd-content table.indextable td { overflow-wrap: anywhere; }
+}
+"""
+
+_SEARCH_TYPESET_JS = """
+document.addEventListener("DOMContentLoaded", function () {
+  var results = document.getElementById("search-results");
+  if (!results || !window.MutationObserver) { return; }
+  var pending = false;
+  new MutationObserver(function () {
+    if (pending || !window.MathJax || !MathJax.typesetPromise) { return; }
+    pending = true;
+    window.setTimeout(function () {
+      pending = false;
+      MathJax.typesetPromise([results]).catch(function (err) { console.error(err); });
+    }, 50);
+  }).observe(results, {childList: true, subtree: true});
+});
+"""
+
+
+def mathjax_source() -> Path:
+    """The ``es5`` folder of the installed MathJax distribution."""
+    try:
+        import mathjax  # the django-static-mathjax package; it needs no Django to be imported
+    except ImportError as err:  # pragma: no cover - exercised only on a broken install
+        raise ExtensionError("MathJax is not installed: run `make install` (django-static-mathjax)") from err
+    es5 = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
+    if not (es5 / "tex-mml-chtml.js").is_file():
+        raise ExtensionError(f"no MathJax distribution under {es5}")
+    return es5
+
+
+def _ignore(folder: str, names: list[str]) -> set[str]:
+    return {name for name in names if name in _SKIP}
+
+
+def copy_mathjax(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    source = mathjax_source()
+    target = Path(app.outdir) / "_static" / "mathjax"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target, ignore=_ignore)
+    shutil.copy2(source.parent / "LICENSE", target / "LICENSE")
+
+
+_DOLLAR_MATH = re.compile(r"\$([^$\n]+)\$")
+_TEX_WORD = re.compile(r"\\(?:text|textrm|mathrm|mathit|mathbf|operatorname)\{([^{}]*)\}")
+
+
+def tex_to_plain(text: str) -> str:
+    """Plain text for a title with inline TeX: delimiters dropped, ``\\text{model}`` -> ``model``."""
+    text = re.sub(r"\\[()\[\]]|\$", "", text)
+    text = _TEX_WORD.sub(r"\1", text)
+    return re.sub(r"_\{([^{}]*)\}", r"_\1", text)
+
+
+def collect_math_titles(app: Sphinx, doctree: nodes.document) -> None:
+    """Remember each section title that contains math, keyed by the plain text Sphinx uses for {ref} links."""
+    store = app.env.__dict__.setdefault("book_site_math_titles", {})
+    for title in doctree.findall(nodes.title):
+        if next(iter(title.findall(nodes.math)), None) is not None:
+            store[clean_astext(title)] = [child.deepcopy() for child in title.children]
+
+
+def merge_math_titles(app: Sphinx, env, docnames, other) -> None:
+    env.__dict__.setdefault("book_site_math_titles", {}).update(getattr(other, "book_site_math_titles", {}))
+
+
+def math_in_link_text(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Link text made from a title with math (or written with $...$) gets its math nodes back."""
+    store = getattr(app.env, "book_site_math_titles", {})
+    for reference in list(doctree.findall(nodes.reference)):
+        for inline in list(reference.findall(nodes.inline)):
+            if len(inline.children) != 1 or not isinstance(inline.children[0], nodes.Text):
+                continue
+            text = inline.astext()
+            if text in store:
+                inline.children = []
+                inline.extend(child.deepcopy() for child in store[text])
+            elif _DOLLAR_MATH.search(text):
+                parts: list[nodes.Node] = []
+                position = 0
+                for match in _DOLLAR_MATH.finditer(text):
+                    parts.append(nodes.Text(text[position:match.start()]))
+                    parts.append(nodes.math(match.group(1), match.group(1)))
+                    position = match.end()
+                parts.append(nodes.Text(text[position:]))
+                inline.children = []
+                inline.extend(part for part in parts if not (isinstance(part, nodes.Text) and not part.astext()))
+
+
+def plain_page_titles(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """The window title and the print heading cannot hold math: give them plain text."""
+    for key in ("title", "pagetitle"):
+        value = context.get(key)
+        if isinstance(value, str) and ("\\" in value or "$" in value):
+            context[key] = tex_to_plain(re.sub(r"<[^>]+>", "", value))
+
+
+def drop_repeated_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Keep the first of script entries that differ only in priority or in an empty filename (None or "")."""
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen: set[tuple] = set()
+    unique = []
+    for script in scripts:
+        attributes = getattr(script, "attributes", {})
+        key = (getattr(script, "filename", script) or "", tuple(sorted((k, str(v)) for k, v in attributes.items() if k != "priority")))
+        if key not in seen:
+            seen.add(key)
+            unique.append(script)
+    scripts[:] = unique
+
+
+PER_CHAPTER_TYPES = ("exercise",)
+
+
+def number_per_chapter(app: Sphinx, env) -> list[str]:
+    """Restart the numbers of PER_CHAPTER_TYPES at 1 in every document, keeping their order."""
+    for by_type in env.toc_fignumbers.values():
+        for figtype in PER_CHAPTER_TYPES:
+            numbers = by_type.get(figtype)
+            if numbers:
+                order = sorted(numbers, key=lambda key: numbers[key])
+                by_type[figtype] = {key: (index,) for index, key in enumerate(order, start=1)}
+    return []
+
+
+def write_css(app: Sphinx, exception: Exception | None) -> None:
+    if exception is None and app.builder.format == "html":
+        (Path(app.outdir) / "_static" / "book_site.css").write_text(_SITE_CSS)
+
+
+def check_config(app: Sphinx, config) -> None:
+    if config.mathjax_path != MATHJAX_PATH:
+        raise ExtensionError(f"mathjax_path must be {MATHJAX_PATH!r} (the local copy), not {config.mathjax_path!r}")
+    mathjax_source()
+    # YAML gives lists; Sphinx looks (type, target) tuples up in nitpick_ignore.
+    config.nitpick_ignore = [tuple(item) for item in config.nitpick_ignore]
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("config-inited", check_config)
+    app.connect("build-finished", copy_mathjax)
+    # MathJax on every page: navigation and titles may contain math on pages that have none in their body.
+    app.set_html_assets_policy("always")
+    app.add_js_file(None, body=_SEARCH_TYPESET_JS)
+    app.add_js_file(None, body=_FOLD_PROOFS_JS)
+    app.connect("build-finished", write_css)
+    app.connect("html-page-context", drop_repeated_scripts, priority=900)
+    app.connect("html-page-context", plain_page_titles, priority=900)
+    app.connect("doctree-read", collect_math_titles)
+    app.connect("env-get-updated", number_per_chapter, priority=900)  # after Sphinx assigns figure numbers
+    app.connect("env-merge-info", merge_math_titles)
+    app.connect("doctree-resolved", math_in_link_text)
+    app.add_css_file("book_site.css")
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
