@@ -20,13 +20,13 @@ __all__ = ["MAX_STORED_SIGNIFICANT_DIGITS", "glue", "make_generator", "rounded",
 def set_determinism(seed: int = 0, *, threads: int | None = None) -> None:
     """Seed Python, NumPy and torch, force deterministic algorithms and fix the thread count.
 
-    ``threads`` defaults to the ``COURSE_PE_THREADS`` environment variable, else 2 (what ``make`` uses, so that
-    the stored outputs are reproduced digit for digit; runs with the same thread count are bit-identical).
+    ``threads`` defaults to the ``COURSE_PE_THREADS`` environment variable, else 1 (what ``make`` uses; runs with the
+    same thread count are bit-identical, and stored outputs are rounded so that they do not depend on it).
     ``seed`` is an integer in ``0 ... 2**32 - 1`` (NumPy's range), ``threads`` None or a positive integer.
     """
     check_int("seed", seed, minimum=0, maximum=2**32 - 1)
     if threads is None:
-        threads = int(os.environ.get("COURSE_PE_THREADS", "2"))
+        threads = int(os.environ.get("COURSE_PE_THREADS", "1"))
     threads = check_int("threads", threads, minimum=1)
     torch.set_num_threads(threads)
     random.seed(seed)

@@ -218,7 +218,7 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "execute":
         paths = [Path(p).resolve() for p in rest] if rest else toc_notebooks()
-        os.environ.setdefault("COURSE_PE_THREADS", "2")
+        os.environ.setdefault("COURSE_PE_THREADS", "1")
         execute(paths)
         return 0
     if command == "normalize":
