@@ -369,6 +369,9 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 
 
+_STAGE_CANDIDATES = ("/mnt", "/media", "/srv", "/opt", "/home", "/boot")
+
+
 def _isolate(config: dict[str, Any]) -> Path:
     """As root in fresh namespaces: private /tmp, hidden folders, then the sandbox's own user id."""
     import ctypes
@@ -376,10 +379,14 @@ def _isolate(config: dict[str, Any]) -> Path:
     limits = config["limits"]
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
     keeps = [Path(k) for k in config["keep"]]
-    # stage the folders to keep (on the private /tmp) before covering what contains them
-    _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={limits['tmp_bytes']},mode=1777")
-    stage_root = Path("/tmp/.keep")
-    stage_root.mkdir(mode=0o700)
+    # Stage the folders to keep before covering what contains them (the private /tmp included: a clone of the course
+    # under /tmp keeps its venv and package). The stage is a small tmpfs over an existing folder that holds no kept
+    # folder; it exists only in this private mount namespace.
+    stage_root = next((Path(c) for c in _STAGE_CANDIDATES
+                       if Path(c).is_dir() and not any(k == Path(c) or Path(c) in k.parents for k in keeps)), None)
+    if stage_root is None:
+        raise OSError("no folder to stage the kept folders on (tried " + ", ".join(_STAGE_CANDIDATES) + ")")
+    _mount("tmpfs", str(stage_root), "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=0700")
     staged = []
     for i, keep in enumerate(keeps):
         if keep.is_dir():
@@ -387,6 +394,12 @@ def _isolate(config: dict[str, Any]) -> Path:
             spot.mkdir()
             _mount(str(keep), str(spot), None, _MS_BIND | _MS_REC, None)
             staged.append((keep, spot))
+    _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={limits['tmp_bytes']},mode=1777")
+    for keep, spot in staged:
+        if Path("/tmp") in keep.parents:  # covered by the private /tmp: put it back, read-only
+            keep.mkdir(parents=True, exist_ok=True)
+            _mount(str(spot), str(keep), None, _MS_BIND | _MS_REC, None)
+            _mount("none", str(keep), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None)
     for hidden in sorted((Path(h) for h in config["hide"]), key=lambda p: len(p.parts)):
         if not hidden.is_dir():
             continue
@@ -400,7 +413,7 @@ def _isolate(config: dict[str, Any]) -> Path:
         _mount("none", str(hidden), None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=1m,mode=0755")
     for _, spot in staged:
         ctypes.CDLL(None).umount2(str(spot).encode(), 2)  # MNT_DETACH
-    shutil.rmtree(stage_root, ignore_errors=True)
+    ctypes.CDLL(None).umount2(str(stage_root).encode(), 2)
     for extra in ("/var/tmp", "/dev/shm"):
         if Path(extra).is_dir():
             _mount("tmpfs", extra, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=1777")
