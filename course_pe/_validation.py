@@ -154,6 +154,12 @@ _KIND_TEXT = {
 }
 
 
+def _wrapped(value: torch.Tensor) -> bool:
+    """True inside ``torch.func.vmap``/``grad`` (``train_seeds``): there a tensor's values cannot be read, so the
+    checks of values (finite entries, index ranges) are skipped; dtypes and shapes are still checked."""
+    return bool(torch._C._functorch.is_functorch_wrapped_tensor(value))
+
+
 def _dtype_ok(dtype: torch.dtype, kind: str) -> bool:
     if kind == "floating":
         return dtype in FLOATING_DTYPES
@@ -193,7 +199,8 @@ def check_tensor(
             raise ValueError(f"{name} must be {want}, got shape {tuple(value.shape)}")
     if min_dim is not None and value.dim() < min_dim:
         raise ValueError(f"{name} must have at least {min_dim} dimensions, got shape {tuple(value.shape)}")
-    if finite and value.dtype.is_floating_point and value.numel() and not _traced(value) and not bool(torch.isfinite(value).all()):
+    if finite and value.dtype.is_floating_point and value.numel() and not _wrapped(value) \
+            and not bool(torch.isfinite(value).all()):
         raise ValueError(f"{name} must hold only finite values (no NaN or inf)")
     return value
 
@@ -219,15 +226,6 @@ def check_device(name: str, value: object) -> torch.device | None:
         raise ValueError(f"{name} is not a valid device: {value!r} ({error})") from None
 
 
-def _traced(value: torch.Tensor) -> bool:
-    """True inside ``torch.func`` transforms (``vmap``, ``grad``), where a tensor's values cannot be read.
-
-    Checks of values (finiteness, index ranges) need ``.item()``, which those transforms forbid, so they are skipped
-    there; shape and dtype checks still run, and the same call outside a transform checks values as usual.
-    """
-    return bool(torch._C._functorch.is_functorch_wrapped_tensor(value))
-
-
 def check_generator(name: str, value: object) -> torch.Generator | None:
     """``None`` or a ``torch.Generator``."""
     if value is not None and not isinstance(value, torch.Generator):
@@ -237,7 +235,9 @@ def check_generator(name: str, value: object) -> torch.Generator | None:
 
 def check_index_range(name: str, value: torch.Tensor, low: int, high: int) -> None:
     """Raise if an integer tensor has entries outside ``[low, high)`` (``high=None`` means unbounded)."""
-    if value.numel() == 0 or _traced(value):
+    if value.numel() == 0:
+        return
+    if _wrapped(value):
         return
     lo, hi = int(value.min()), int(value.max())
     if lo < low:

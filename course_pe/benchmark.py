@@ -144,12 +144,20 @@ class BenchmarkRow:
     samples: tuple[float, ...] = ()
 
     def quantile(self, q: float) -> float:
-        """The ``q``-quantile of the timed calls in milliseconds (``q = 0.25`` and ``0.75`` give the IQR)."""
+        """The ``q``-quantile of the timed calls in milliseconds (``q = 0.25`` and ``0.75`` give the IQR);
+        ``q`` is a number in ``[0, 1]``, and the row must hold samples."""
+        q = check_float("q", q, minimum=0.0, maximum=1.0)
+        if not self.samples:
+            raise ValueError(f"row {self.name!r} has no samples (built by hand?); quantile needs the timed calls")
         return _quantile(self.samples, q)
 
     def __post_init__(self) -> None:
         check_str("name", self.name)
         check_float("milliseconds", self.milliseconds, minimum=0.0, strict_minimum=True)
+        if not isinstance(self.samples, tuple):
+            raise TypeError(f"samples must be a tuple of milliseconds, got {type(self.samples).__name__}")
+        for i, v in enumerate(self.samples):
+            check_float(f"samples[{i}]", v, minimum=0.0)
 
 
 def ratio_quantiles(
@@ -159,8 +167,17 @@ def ratio_quantiles(
 
     Pairing the calls of one round cancels load changes that hit both rows alike.
     """
-    if len(numerator.samples) != len(denominator.samples) or not numerator.samples:
-        raise ValueError("numerator and denominator need the same, non-zero number of samples (one per round)")
+    for name, row in (("numerator", numerator), ("denominator", denominator)):
+        if not isinstance(row, BenchmarkRow):
+            raise TypeError(f"{name} must be a BenchmarkRow, got {type(row).__name__}")
+    if not numerator.samples:
+        raise ValueError(f"numerator {numerator.name!r} has no samples (one per round are needed)")
+    if len(numerator.samples) != len(denominator.samples):
+        raise ValueError(f"numerator and denominator need the same number of samples (one per round), got "
+                         f"{len(numerator.samples)} and {len(denominator.samples)}")
+    if isinstance(qs, (str, bytes)) or not isinstance(qs, Sequence):
+        raise TypeError(f"qs must be a sequence of numbers in [0, 1], got {type(qs).__name__}")
+    qs = [check_float(f"qs[{i}]", q, minimum=0.0, maximum=1.0) for i, q in enumerate(qs)]
     ratios = [a / b for a, b in zip(numerator.samples, denominator.samples)]
     return tuple(_quantile(ratios, q) for q in qs)
 

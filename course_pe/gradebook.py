@@ -51,6 +51,10 @@ class Gradebook:
     """The gradebook in folder ``folder`` (created on first use)."""
 
     def __init__(self, folder: Path) -> None:
+        if not isinstance(folder, (str, os.PathLike)) or isinstance(folder, bytes):
+            raise TypeError(f"folder must be a str or a path, got {type(folder).__name__}")
+        if str(folder) == "":
+            raise ValueError("folder must not be empty")
         self.folder = Path(folder)
         self.database = self.folder / "gradebook.sqlite"
 
@@ -66,10 +70,17 @@ class Gradebook:
         Returns the JSON file's path. The student name must already be valid (``grade.validate_name``)."""
         from .grade import validate_name
 
-        validate_name(report.student)
+        # by its fields, not isinstance: ``python -m course_pe.grade`` makes its reports from ``__main__.GradeReport``
+        if not all(hasattr(report, a) for a in ("student", "assignment", "notebook", "exercises", "seed", "to_json")):
+            raise TypeError(f"report must be a GradeReport, got {type(report).__name__}")
+        try:
+            validate_name(report.student)
+        except ValueError as error:
+            raise ValueError(f"report.student: {error}") from None
         assignment = report.assignment or "custom"
-        if not all(ch.isalnum() or ch in "._-" for ch in assignment) or assignment.startswith("."):
-            raise ValueError(f"invalid assignment name {assignment!r}")
+        if not isinstance(assignment, str) or not all(ch.isalnum() or ch in "._-" for ch in assignment) \
+                or assignment.startswith("."):
+            raise ValueError(f"invalid report.assignment {assignment!r}")
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         rows = [(report.student, assignment, e.exercise, float(e.score), float(e.max_score), e.status, e.message,
                  report.notebook, now, report.seed) for e in report.exercises]

@@ -34,7 +34,13 @@ from collections.abc import Sequence
 
 import torch
 
-from ._validation import check_choice, check_nonnegative_int, check_positive_float, check_positive_int
+from ._validation import (
+    check_choice,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+    check_tensor,
+)
 from .rope import ROPE_LAYOUTS, RopeLayout, apply_rope, rotate_with_cos_sin
 from .rope_scaling import rope_frequencies
 
@@ -55,17 +61,9 @@ __all__ = [
 QWEN2_VL_MROPE_SECTION: tuple[int, int, int] = (16, 24, 24)
 
 
-def _check_tensor(name: str, value: object) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-    return value
-
-
 def _check_positions(x: torch.Tensor, positions: object, n_axes: int) -> torch.Tensor:
     """Multi-axis positions as float64, shape ``(seq, n_axes)`` or ``(batch, 1, seq, n_axes)``."""
-    positions = _check_tensor("positions", positions)
-    if positions.dtype in (torch.float16, torch.bfloat16) or positions.is_complex() or positions.dtype == torch.bool:
-        raise TypeError(f"positions must be integer or float32/float64, got {positions.dtype}")
+    positions = check_tensor("positions", positions, "position")
     seq = x.shape[-2]
     if positions.dim() == 2:
         if positions.shape != (seq, n_axes):
@@ -109,27 +107,24 @@ def multi_axis_rope(
     Returns:
         A new tensor of ``x``'s shape, dtype and device.
     """
-    x = _check_tensor("x", x)
+    x = check_tensor("x", x, "floating", min_dim=2, finite=False)
     check_choice("layout", layout, ROPE_LAYOUTS)
-    if x.dim() < 2 or x.shape[-1] % 2:
+    if x.shape[-1] % 2:
         raise ValueError(f"x must be (..., seq, head_dim) with head_dim even, got shape {tuple(x.shape)}")
     half = x.shape[-1] // 2
-    inv_freq = _check_tensor("inv_freq", inv_freq)
-    axis_of_pair = _check_tensor("axis_of_pair", axis_of_pair)
-    if inv_freq.shape != (half,) or axis_of_pair.shape != (half,):
-        raise ValueError(
-            f"inv_freq and axis_of_pair must both have shape (head_dim // 2,) = ({half},); "
-            f"got {tuple(inv_freq.shape)} and {tuple(axis_of_pair.shape)}"
-        )
-    if axis_of_pair.dtype.is_floating_point or axis_of_pair.is_complex():
-        raise TypeError(f"axis_of_pair must be an integer tensor, got {axis_of_pair.dtype}")
-    positions = _check_tensor("positions", positions)
+    inv_freq = check_tensor("inv_freq", inv_freq, "floating", dim=1)
+    axis_of_pair = check_tensor("axis_of_pair", axis_of_pair, "integer", dim=1)
+    if inv_freq.shape != (half,):
+        raise ValueError(f"inv_freq must have shape (head_dim // 2,) = ({half},), got {tuple(inv_freq.shape)}")
+    if axis_of_pair.shape != (half,):
+        raise ValueError(f"axis_of_pair must have shape (head_dim // 2,) = ({half},), got {tuple(axis_of_pair.shape)}")
+    positions = check_tensor("positions", positions, "position", min_dim=1)
     if n_axes is None:
-        n_axes = positions.shape[-1] if positions.dim() else 0
-    n_axes = check_positive_int("n_axes", n_axes) if n_axes else 0
-    if n_axes == 0:
-        raise ValueError(f"positions must end in an axis dimension, got shape {tuple(positions.shape)}")
-    if int(axis_of_pair.min()) < 0 or int(axis_of_pair.max()) >= n_axes:
+        if positions.shape[-1] == 0:
+            raise ValueError(f"positions must end in a non-empty axis dimension, got shape {tuple(positions.shape)}")
+        n_axes = positions.shape[-1]
+    n_axes = check_positive_int("n_axes", n_axes)
+    if half and (int(axis_of_pair.min()) < 0 or int(axis_of_pair.max()) >= n_axes):
         raise ValueError(f"axis_of_pair must lie in [0, {n_axes - 1}] for positions with {n_axes} axes")
     pos = _check_positions(x, positions, n_axes)
     coords = pos[..., axis_of_pair.to(device=x.device, dtype=torch.long)]  # (..., seq, half)
@@ -176,7 +171,9 @@ def rope_2d(
 
     The score of a query at ``(r, c)`` and a key at ``(r', c')`` depends only on ``(r - r', c - c')``.
     """
-    x = _check_tensor("x", x)
+    x = check_tensor("x", x, "floating", min_dim=2, finite=False)
+    if x.shape[-1] == 0 or x.shape[-1] % 4:
+        raise ValueError(f"x must have a last dimension (head_dim) divisible by 4 for 2-D RoPE, got shape {tuple(x.shape)}")
     inv_freq, axis_of_pair = rope_2d_frequencies(x.shape[-1], base=base)
     return multi_axis_rope(x, positions, inv_freq=inv_freq, axis_of_pair=axis_of_pair, layout=layout, n_axes=2)
 
@@ -219,10 +216,10 @@ def mrope(
         base: frequency base (Qwen2-VL: ``rope_theta = 1e6``).
         layout: ``"half"`` (Qwen2-VL's ``rotate_half`` code) or ``"interleaved"``.
     """
-    x = _check_tensor("x", x)
+    x = check_tensor("x", x, "floating", min_dim=2, finite=False)
     head_dim = x.shape[-1]
-    if head_dim % 2:
-        raise ValueError(f"head_dim (last dimension of x) must be even, got {head_dim}")
+    if head_dim == 0 or head_dim % 2:
+        raise ValueError(f"head_dim (last dimension of x) must be even and > 0, got shape {tuple(x.shape)}")
     sections = _check_sections(sections, head_dim)
     inv_freq, _ = rope_frequencies(head_dim, base=check_positive_float("base", base), dtype=torch.float64)
     axis_of_pair = torch.repeat_interleave(torch.arange(len(sections)), torch.tensor(sections))
@@ -270,9 +267,7 @@ def xpos_scale(
     Queries are multiplied by ``zeta ** (p / B)`` and keys by ``zeta ** (-p / B)``, so their product carries
     ``zeta ** ((p_q - p_k) / B)``, an exponential decay in the offset (Sun et al., 2023).
     """
-    positions = _check_tensor("positions", positions)
-    if positions.dtype in (torch.float16, torch.bfloat16):
-        raise TypeError(f"positions in {positions.dtype} have lost precision; pass integer or float32/64")
+    positions = check_tensor("positions", positions, "position")
     head_dim = check_positive_int("head_dim", head_dim)
     if head_dim % 2:
         raise ValueError(f"head_dim must be even, got {head_dim}")
@@ -299,9 +294,11 @@ def apply_xpos(
     ``(seq,)``. Large ``|p|`` overflow the factor in low precision; the reference code therefore centres the
     positions, which changes nothing in the scores (they depend on ``p_q - p_k`` only).
     """
-    x = _check_tensor("x", x)
+    x = check_tensor("x", x, "floating", min_dim=2, finite=False)
+    if x.shape[-1] == 0 or x.shape[-1] % 2:
+        raise ValueError(f"x must have an even, non-zero last dimension (head_dim), got shape {tuple(x.shape)}")
     check_choice("role", role, ("query", "key"))
-    positions = _check_tensor("positions", positions)
+    positions = check_tensor("positions", positions, "position")
     if positions.dim() != 1 or positions.shape[0] != x.shape[-2]:
         raise ValueError(f"positions must have shape (seq,) = ({x.shape[-2]},), got {tuple(positions.shape)}")
     scale = xpos_scale(positions, x.shape[-1], gamma=gamma, scale_base=scale_base).to(x.device)
@@ -345,9 +342,7 @@ def decoupled_rope_logits(
         ``(batch, heads, seq, seq)`` logits (no mask, no softmax).
     """
     for name, t in (("q_nope", q_nope), ("q_rope", q_rope), ("k_nope", k_nope), ("k_rope", k_rope)):
-        _check_tensor(name, t)
-        if t.dim() != 4:
-            raise ValueError(f"{name} must be 4-D (batch, heads, seq, dim), got shape {tuple(t.shape)}")
+        check_tensor(name, t, "floating", dim=4, finite=False)
     if q_nope.shape != k_nope.shape:
         raise ValueError(f"q_nope and k_nope must have equal shapes, got {tuple(q_nope.shape)} and {tuple(k_nope.shape)}")
     batch, heads, seq, _ = q_nope.shape

@@ -60,6 +60,14 @@ class SandboxLimits:
     answer_bytes: int = 16 * 2**20  # largest answer accepted from one call
     startup_seconds: float = 300.0  # interpreter start and imports (not student code)
 
+    def __post_init__(self) -> None:
+        from ._validation import check_float, check_positive_int
+
+        for name in ("memory_bytes", "cpu_seconds", "file_bytes", "processes", "open_files", "tmp_bytes",
+                     "answer_bytes"):
+            check_positive_int(name, getattr(self, name))
+        check_float("startup_seconds", self.startup_seconds, minimum=0.0, strict_minimum=True)
+
 
 class SandboxTimeout(Exception):
     """The child did not answer in time (it has been killed)."""
@@ -171,10 +179,15 @@ class Sandbox:
 
     def __init__(self, *, limits: SandboxLimits = SandboxLimits(), hide: list[Path] | None = None,
                  keep: list[Path] | None = None, isolation: str | None = None) -> None:
+        from ._validation import check_choice
+
+        if not isinstance(limits, SandboxLimits):
+            raise TypeError(f"limits must be a SandboxLimits, got {type(limits).__name__}")
         self.limits = limits
-        self.hide = [Path(p).resolve() for p in (hide or [])]
-        self.keep = [Path(p).resolve() for p in (keep or [])]
-        self.isolation = isolation or isolation_level()
+        self.hide = _check_folders("hide", hide)
+        self.keep = _check_folders("keep", keep)
+        self.isolation = check_choice("isolation", isolation, ("full", "limited")) if isolation is not None \
+            else isolation_level()
         self._proc: subprocess.Popen[bytes] | None = None
         self._workdir: Path | None = None
         self._to_child = self._from_child = -1
@@ -286,7 +299,12 @@ class Sandbox:
     # -- requests
 
     def run_cell(self, source: str, timeout: float) -> str | None:
-        """Execute one code cell; return None if it ran, else the error (``"ZeroDivisionError: ..."``)."""
+        """Execute one code cell; return None if it ran, else the error (``"ZeroDivisionError: ..."``).
+        ``timeout``: seconds (a finite number > 0)."""
+        from ._validation import check_float, check_str
+
+        check_str("source", source)
+        timeout = check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
         self._send({"op": "cell", "source": source})
         answer = self._receive(time.monotonic() + timeout)
         if answer.get("status") == "ok":
@@ -295,6 +313,12 @@ class Sandbox:
 
     def lock(self, names: list[str]) -> None:
         """Make the library functions ``names`` (dotted) unavailable: calling them raises and is recorded."""
+        if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
+            raise TypeError(f"names must be a list of dotted names, got {type(names).__name__}")
+        for i, name in enumerate(names):
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"names[{i}] must be a non-empty dotted name such as 'course_pe.apply_rope', "
+                                 f"got {name!r}")
         self._send({"op": "lock", "names": list(names)})
         self._receive(time.monotonic() + 60)
 
@@ -302,8 +326,17 @@ class Sandbox:
         """Call the student's ``function(*args)`` in the child; return an ``exercises.Outcome``."""
         import torch
 
+        from ._validation import check_float, check_str
         from .exercises import Outcome
 
+        if not check_str("function", function).isidentifier():
+            raise ValueError(f"function must be a Python identifier, got {function!r}")
+        if not isinstance(args, tuple):
+            raise TypeError(f"args must be a tuple, got {type(args).__name__}")
+        timeout = check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
+        for i, a in enumerate(args):
+            if not isinstance(a, (torch.Tensor, np.ndarray, bool, int, float)):
+                raise TypeError(f"args[{i}] must be a tensor, an array or a plain number, got {type(a).__name__}")
         specs, arrays = [], []
         for a in args:
             if isinstance(a, torch.Tensor):
@@ -314,8 +347,8 @@ class Sandbox:
                 arrays.append(a)
             elif isinstance(a, (bool, int, float)):
                 specs.append({"kind": "value", "value": a})
-            else:  # pragma: no cover - cases only hold plain values
-                raise TypeError(f"cannot send an argument of type {type(a).__name__}")
+            else:  # pragma: no cover - excluded above
+                raise AssertionError(type(a))
         deadline = time.monotonic() + timeout
         self._send({"op": "call", "function": function, "args": specs}, arrays)
         answer = self._receive(deadline)
@@ -338,6 +371,18 @@ class Sandbox:
             return Outcome(status, error=_clean(str(answer.get("error", "")))[:500] or None, library_called=called)
         self.close()
         raise SandboxDied(f"unexpected answer {str(answer)[:100]}")
+
+
+def _check_folders(name: str, folders: object) -> list[Path]:
+    """``None`` or a list of folder paths (str or path-like), resolved."""
+    if folders is None:
+        return []
+    if isinstance(folders, (str, bytes, os.PathLike)) or not isinstance(folders, (list, tuple)):
+        raise TypeError(f"{name} must be a list of folders, got {type(folders).__name__}")
+    for i, folder in enumerate(folders):
+        if isinstance(folder, bytes) or not isinstance(folder, (str, os.PathLike)) or str(folder) == "":
+            raise ValueError(f"{name}[{i}] must be a folder path, got {folder!r}")
+    return [Path(p).resolve() for p in folders]
 
 
 def _clean(text: str) -> str:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ._validation import check_positive_int
-from .model import TinyTransformer
+from ._validation import check_choice, check_float, check_positive_int
+from .model import MODEL_POSITIONS, TinyTransformer
 from .tasks import MarkovTask
 from .training import TrainConfig, init_seeds, seed_streams, train, train_seeds
 
@@ -38,6 +38,21 @@ class SeedsTiming:
     batched_wall: list[float]
     separate_cpu: list[float]
     batched_cpu: list[float]
+
+    def __post_init__(self) -> None:
+        check_positive_int("seeds", self.seeds)
+        lengths = set()
+        for name in ("separate_wall", "batched_wall", "separate_cpu", "batched_cpu"):
+            values = getattr(self, name)
+            if not isinstance(values, list):
+                raise TypeError(f"{name} must be a list of seconds, got {type(values).__name__}")
+            if not values:
+                raise ValueError(f"{name} must hold at least one repeat")
+            for i, v in enumerate(values):
+                check_float(f"{name}[{i}]", v, minimum=0.0)
+            lengths.add(len(values))
+        if len(lengths) > 1:
+            raise ValueError("separate_wall, batched_wall, separate_cpu and batched_cpu must have one entry per repeat")
 
     @property
     def speedup(self) -> float:
@@ -58,6 +73,11 @@ def run_seeds_benchmark(
     """Time ``seeds`` separate runs against one batched run of ``steps`` steps, ``repeats`` times each."""
     count = check_positive_int("seeds", seeds)
     check_positive_int("repeats", repeats)
+    check_positive_int("steps", steps)
+    check_choice("position", position, MODEL_POSITIONS)
+    check_positive_int("d_model", d_model)
+    check_positive_int("seq_len", seq_len)
+    check_positive_int("batch_size", batch_size)
     task = MarkovTask(num_symbols=16, order=2, branching=3, seed=0)
     config = TrainConfig(steps=check_positive_int("steps", steps), batch_size=batch_size, seq_len=seq_len, warmup=10)
     seed_list = list(range(count))

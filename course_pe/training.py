@@ -252,8 +252,7 @@ def seed_streams(seed: int) -> tuple[int, int]:
     built under ``torch.manual_seed(init_seed)`` and its batches come from ``make_generator(data_seed)``. The two are
     kept apart so that the initialisation and the data of one seed are not drawn from the same stream.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    seed = check_int("seed", seed, minimum=0, maximum=2**63 - 1 - DATA_SEED_OFFSET)
     return seed, seed + DATA_SEED_OFFSET
 
 
@@ -279,7 +278,7 @@ def init_seeds(make_model: Callable[[], nn.Module], seeds: Sequence[int]) -> lis
 def _check_seeds(seeds: Sequence[int]) -> list[int]:
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
         raise TypeError(f"seeds must be a sequence of ints, got {type(seeds).__name__}")
-    seeds = [int(seed_streams(s)[0]) for s in seeds]
+    seeds = [check_int(f"seeds[{i}]", s, minimum=0, maximum=2**63 - 1 - DATA_SEED_OFFSET) for i, s in enumerate(seeds)]
     if not seeds:
         raise ValueError("seeds must not be empty")
     if len(set(seeds)) != len(seeds):
@@ -297,8 +296,22 @@ class SeedsResult:
     data_seeds: list[int]
     losses: torch.Tensor
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.data_seeds, list):
+            raise TypeError(f"data_seeds must be a list of ints, got {type(self.data_seeds).__name__}")
+        for i, s in enumerate(self.data_seeds):
+            check_int(f"data_seeds[{i}]", s, minimum=0)
+        check_tensor("losses", self.losses, "floating", dim=2, finite=False)
+        if self.losses.shape[1] != len(self.data_seeds):
+            raise ValueError(f"losses must be (steps, num_seeds) with num_seeds = len(data_seeds) = "
+                             f"{len(self.data_seeds)}, got shape {tuple(self.losses.shape)}")
+
     def result(self, index: int) -> TrainResult:
-        """The history of the ``index``-th seed as a :class:`TrainResult` (as :func:`train` would return it)."""
+        """The history of the ``index``-th seed as a :class:`TrainResult` (as :func:`train` would return it).
+
+        ``index`` lies in ``[-num_seeds, num_seeds - 1]`` (negative counts from the end, as for a list)."""
+        count = self.losses.shape[1]
+        index = check_int("index", index, minimum=-count, maximum=count - 1)
         return TrainResult(losses=self.losses[:, index].tolist())
 
     @property
@@ -312,6 +325,8 @@ def _stack_check(models: Sequence[nn.Module]) -> None:
     if isinstance(models, nn.Module) or not isinstance(models, Sequence) or not models:
         raise TypeError("models must be a non-empty sequence of nn.Module (one per seed)")
     first = models[0]
+    if not isinstance(first, nn.Module):
+        raise TypeError(f"models[0] is a {type(first).__name__}, not an nn.Module")
     names = [(n, p.shape) for n, p in first.named_parameters()]
     buffers = dict(first.named_buffers())
     for i, model in enumerate(models):
@@ -378,12 +393,21 @@ def train_seeds(
     from torch.func import functional_call, stack_module_state, vmap
 
     _stack_check(models)
+    _check_model_task(models[0], task)
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    check_bool("progress", progress)
+    if description is not None and not isinstance(description, str):
+        raise TypeError(f"description must be a str or None, got {type(description).__name__}")
     count = len(models)
     if data_seeds is None:
         data_seeds = [seed_streams(k)[1] for k in range(count)]
-    if isinstance(data_seeds, (str, bytes)) or not isinstance(data_seeds, Sequence) or len(data_seeds) != count:
+    if isinstance(data_seeds, (str, bytes)) or not isinstance(data_seeds, Sequence):
+        raise TypeError(f"data_seeds must be a sequence of {count} ints (one per model), got {type(data_seeds).__name__}")
+    if len(data_seeds) != count:
         raise ValueError(f"data_seeds must be a sequence of {count} ints (one per model), got {data_seeds!r}")
-    steps = check_positive_int("steps", config.steps)
+    data_seeds = [check_int(f"data_seeds[{i}]", s, minimum=0, maximum=2**63 - 1) for i, s in enumerate(data_seeds)]
+    steps = config.steps
     generators = [make_generator(int(s)) for s in data_seeds]
     for model in models:
         model.train()
@@ -444,6 +468,9 @@ def evaluate_seeds(
     """:func:`evaluate_by_position` for each model, on the same evaluation data (paired comparisons)."""
     if isinstance(models, nn.Module) or not isinstance(models, Sequence) or not models:
         raise TypeError("models must be a non-empty sequence of nn.Module")
+    for i, model in enumerate(models):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"models[{i}] is a {type(model).__name__}, not an nn.Module")
     return [
         evaluate_by_position(m, task, seq_len, batch_size=batch_size, num_batches=num_batches, seed=seed)
         for m in models

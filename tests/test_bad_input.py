@@ -14,6 +14,7 @@ import inspect
 import math
 import pkgutil
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -30,10 +31,20 @@ from hypothesis import strategies as st  # noqa: E402
 
 import course_pe  # noqa: E402
 import course_pe as cpe  # noqa: E402
-from course_pe import benchmark, plotting, reproducibility  # noqa: E402
+from course_pe import benchmark, plotting, reproducibility, seeds_benchmark, training  # noqa: E402
+from course_pe.grade import GradeReport  # noqa: E402
+from course_pe.gradebook import Gradebook  # noqa: E402
+from course_pe.sandbox import Sandbox, SandboxLimits  # noqa: E402
 
 # Modules whose public API another helper owns (the grader); their own tests cover them.
 OWNED_ELSEWHERE = {"exercises", "grade", "workbook"}
+
+# Public callables that have no argument that can be wrong, each with the reason. Only exception classes qualify
+# (checked by test_exemptions_are_exception_classes): like every Exception they accept any message.
+NO_BAD_INPUT: dict[str, str] = {
+    "sandbox.SandboxDied": "an exception class: it takes any message, as every Exception does",
+    "sandbox.SandboxTimeout": "an exception class: it takes any message, as every Exception does",
+}
 
 # ----------------------------------------------------------------------------- strategies of wrong values
 
@@ -150,6 +161,43 @@ def _tiny_model(position: str = "none") -> cpe.TinyTransformer:
 
 
 _TRAIN_CFG = dict(steps=2, batch_size=2, seq_len=3, warmup=1, log_every=1)
+
+# One sandbox child (limited isolation: no namespaces) shared by the cases of Sandbox's methods, started on first
+# use and closed after this module; bad arguments are refused before anything is sent to it.
+_SANDBOXES: list[Sandbox] = []
+
+
+def _sandbox() -> Sandbox:
+    if not _SANDBOXES or _SANDBOXES[0]._proc is None:
+        box = Sandbox(isolation="limited")
+        box.start()
+        assert box.run_cell("def double(x):\n    return 2 * x", 600) is None
+        _SANDBOXES[:] = [box]
+    return _SANDBOXES[0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_sandboxes():
+    yield
+    for box in _SANDBOXES:
+        box.close()
+    _SANDBOXES.clear()
+
+
+_GRADEBOOK_DIR = tempfile.TemporaryDirectory(prefix="course_pe_bad_input_")
+
+
+def _two_models() -> list[torch.nn.Module]:
+    return cpe.init_seeds(lambda: cpe.TinyTransformer(7, d_model=8, num_heads=2, num_layers=1, max_positions=16),
+                          [0, 1])
+
+
+def _rows(*pairs: tuple[str, tuple[float, ...]]) -> list[benchmark.BenchmarkRow]:
+    return [benchmark.BenchmarkRow(n, sorted(s)[len(s) // 2], s) for n, s in pairs]
+
+
+BAD_SECONDS = st.sampled_from([None, (1.0,), [], [-1.0], [math.nan], ["1"], [True], [1.0, 2.0]])
+BAD_PATHS = st.sampled_from(["/tmp", 3, [3], [""], [b"/tmp"], {"a": 1}])
 
 REGISTRY: dict[str, Case] = {
     # -------------------------------------------------------------- sinusoidal
@@ -829,8 +877,25 @@ REGISTRY: dict[str, Case] = {
     ),
     "benchmark.BenchmarkRow": Case(
         benchmark.BenchmarkRow, lambda: dict(name="clone", milliseconds=1.0),
-        {"name": st.sampled_from([None, 3]), "milliseconds": bad_float(0.0)},
-        extremes=[dict(milliseconds=1e-9)],
+        {"name": st.sampled_from([None, 3]), "milliseconds": bad_float(0.0),
+         "samples": st.sampled_from([None, [1.0], 1.0, (-1.0,), (math.nan,), ("1",), (1.0, math.inf), (True,)])},
+        extremes=[dict(milliseconds=1e-9), dict(samples=(0.0, 2.0)), dict(samples=(np.float64(1.0),))],
+    ),
+    "benchmark.BenchmarkRow.quantile": Case(
+        benchmark.BenchmarkRow.quantile, lambda: dict(q=0.5),
+        {"q": st.one_of(bad_float(None), st.floats(min_value=1.0, exclude_min=True, allow_infinity=False),
+                        st.floats(max_value=0.0, exclude_max=True, allow_infinity=False))},
+        call=lambda **kw: benchmark.BenchmarkRow("a", 2.0, (1.0, 2.0, 4.0)).quantile(**kw),
+        extremes=[dict(q=0.0), dict(q=1), dict(q=np.float64(0.25))],
+    ),
+    "benchmark.ratio_quantiles": Case(
+        benchmark.ratio_quantiles,
+        lambda: dict(numerator=_rows(("a", (2.0, 4.0)))[0], denominator=_rows(("b", (1.0, 2.0)))[0]),
+        {"numerator": st.sampled_from([None, 2.0, "a", benchmark.BenchmarkRow("a", 1.0), _rows(("a", (1.0,)))[0]]),
+         "denominator": st.sampled_from([None, (1.0, 2.0), _rows(("b", (1.0, 2.0, 3.0)))[0]]),
+         "qs": st.sampled_from([[1.5], [-0.1], "0.5", 0.5, [math.nan], [True], None, [0.5, "1"]])},
+        extremes=[dict(qs=()), dict(qs=[0.0, 1.0]),
+                  dict(numerator=_rows(("a", (3.0,)))[0], denominator=_rows(("b", (1.0,)))[0])],
     ),
     "benchmark.benchmark_ratios": Case(
         benchmark.benchmark_ratios,
@@ -851,6 +916,207 @@ REGISTRY: dict[str, Case] = {
          "repeats": bad_int(1), "seed": bad_int(0)},
         extremes=[dict(shape=(1, 1, 1, 2))],
         examples=10,
+    ),
+    # -------------------------------------------------------------- rope_nd
+    "rope_nd.multi_axis_rope": Case(
+        cpe.multi_axis_rope,
+        lambda: dict(x=randn(2, 3, 8), positions=torch.tensor([[0, 0], [0, 1], [1, 0]]), inv_freq=torch.ones(4),
+                     axis_of_pair=torch.tensor([0, 0, 1, 1])),
+        {
+            "x": bad_tensor((2, 3, 8), wrong_shapes=((8,), (2, 3, 7))),
+            "positions": bad_tensor((3, 2), "position", nonfinite=True,
+                                    wrong_shapes=((4, 2), (3,), (2, 3, 2), (3, 0), (3, 2, 1, 1))),
+            "inv_freq": bad_tensor((4,), nonfinite=True, wrong_shapes=((3,), (4, 1))),
+            "axis_of_pair": st.one_of(bad_tensor((4,), "integer", wrong_shapes=((3,), (4, 1))),
+                                      st.just(torch.tensor([0, 0, 1, 2])), st.just(torch.tensor([-1, 0, 1, 1]))),
+            "layout": bad_choice(cpe.ROPE_LAYOUTS),
+            "n_axes": bad_int(1),
+        },
+        extremes=[dict(x=randn(2, 0, 8), positions=torch.zeros(0, 2, dtype=torch.long)),
+                  dict(x=randn(1, 8), positions=torch.tensor([[LONG, -LONG]])),
+                  dict(positions=torch.zeros(3, 2, dtype=torch.float64), layout="half", n_axes=2),
+                  dict(x=randn(2, 1, 3, 8), positions=torch.zeros(2, 3, 2, dtype=torch.long)),
+                  dict(positions=torch.zeros(3, 5, dtype=torch.long))],
+    ),
+    "rope_nd.rope_2d_frequencies": Case(
+        cpe.rope_2d_frequencies, lambda: dict(head_dim=8),
+        {"head_dim": st.one_of(bad_int(1), st.sampled_from([2, 6, 10])), "base": bad_float(1.0)},
+        extremes=[dict(head_dim=4), dict(head_dim=4096), dict(base=1e12)],
+    ),
+    "rope_nd.rope_2d": Case(
+        cpe.rope_2d, lambda: dict(x=randn(2, 3, 8), positions=torch.tensor([[0, 0], [0, 1], [1, 0]])),
+        {"x": bad_tensor((2, 3, 8), wrong_shapes=((8,), (2, 3, 6), (2, 3, 0))),
+         "positions": bad_tensor((3, 2), "position", nonfinite=True, wrong_shapes=((3, 3), (3,), (4, 2))),
+         "base": bad_float(1.0), "layout": bad_choice(cpe.ROPE_LAYOUTS)},
+        extremes=[dict(x=randn(2, 0, 8), positions=torch.zeros(0, 2, dtype=torch.long)),
+                  dict(x=randn(1, 4), positions=torch.tensor([[LONG, 2**40]])),
+                  dict(x=randn(1, 2, 3, 4), positions=torch.zeros(1, 3, 2), layout="half")],
+    ),
+    "rope_nd.mrope": Case(
+        cpe.mrope, lambda: dict(x=randn(2, 3, 8), positions=torch.zeros(3, 3, dtype=torch.long), sections=(2, 1, 1)),
+        {"x": bad_tensor((2, 3, 8), wrong_shapes=((8,), (2, 3, 7), (2, 3, 0))),
+         "positions": bad_tensor((3, 3), "position", nonfinite=True, wrong_shapes=((3, 2), (3,), (4, 3))),
+         "sections": st.sampled_from([(2, 1), (2, 1, 2), "211", 4, (2, 1.0, 1), (4, 0), (True, 1, 2), None]),
+         "base": bad_float(1.0), "layout": bad_choice(cpe.ROPE_LAYOUTS)},
+        extremes=[dict(sections=(4,), positions=torch.zeros(3, 1, dtype=torch.long)),
+                  dict(x=randn(2, 0, 8), positions=torch.zeros(0, 3, dtype=torch.long)),
+                  dict(x=randn(1, 2, 128), positions=torch.full((2, 3), LONG), sections=cpe.QWEN2_VL_MROPE_SECTION),
+                  dict(sections=[1, 1, 2], layout="interleaved")],
+    ),
+    "rope_nd.mrope_position_ids": Case(
+        cpe.mrope_position_ids, lambda: dict(text_before=2, grid=(1, 2, 2), text_after=3),
+        {"text_before": bad_int(0), "text_after": bad_int(0),
+         "grid": st.sampled_from([(1, 2), [1, 2, 2], (1, 0, 2), (1, 2.0, 2), (True, 1, 1), "122", None])},
+        extremes=[dict(text_before=0, text_after=0, grid=(1, 1, 1)), dict(grid=(3, 1, 5))],
+    ),
+    "rope_nd.xpos_scale": Case(
+        cpe.xpos_scale, lambda: dict(positions=torch.arange(4), head_dim=8),
+        {"positions": bad_tensor((4,), "position", nonfinite=True), "head_dim": st.one_of(bad_int(1), st.just(7)),
+         "gamma": bad_float(0.0), "scale_base": bad_float(0.0)},
+        extremes=[dict(positions=torch.arange(0)), dict(head_dim=2), dict(positions=torch.tensor([LONG, -LONG])),
+                  dict(positions=torch.zeros(2, 3, dtype=torch.float64))],
+    ),
+    "rope_nd.apply_xpos": Case(
+        cpe.apply_xpos, lambda: dict(x=randn(2, 3, 8), positions=torch.arange(3), role="query"),
+        {"x": bad_tensor((2, 3, 8), wrong_shapes=((8,), (2, 3, 7), (2, 3, 0))),
+         "positions": bad_tensor((3,), "position", nonfinite=True, wrong_shapes=((4,), (3, 1))),
+         "role": bad_choice(("query", "key")), "base": bad_float(0.0), "gamma": bad_float(0.0),
+         "scale_base": bad_float(0.0), "layout": bad_choice(cpe.ROPE_LAYOUTS)},
+        extremes=[dict(role="key"), dict(x=randn(2, 0, 8), positions=torch.arange(0)),
+                  dict(positions=torch.tensor([-1.5, 0.0, 2.5], dtype=torch.float64), layout="half"),
+                  dict(x=randn(1, 2), positions=torch.tensor([LONG]))],
+    ),
+    "rope_nd.decoupled_rope_logits": Case(
+        cpe.decoupled_rope_logits,
+        lambda: dict(q_nope=randn(1, 2, 3, 4), q_rope=randn(1, 2, 3, 2), k_nope=randn(1, 2, 3, 4),
+                     k_rope=randn(1, 1, 3, 2)),
+        {"q_nope": bad_tensor((1, 2, 3, 4), wrong_shapes=((2, 3, 4), (1, 2, 4, 4))),
+         "q_rope": bad_tensor((1, 2, 3, 2), wrong_shapes=((1, 2, 3), (1, 3, 3, 2), (1, 2, 4, 2))),
+         "k_nope": bad_tensor((1, 2, 3, 4), wrong_shapes=((1, 2, 3, 5), (2, 3, 4))),
+         "k_rope": bad_tensor((1, 1, 3, 2), wrong_shapes=((1, 2, 3, 2), (1, 1, 3, 4), (1, 3, 2))),
+         "positions": bad_tensor((3,), "position", nonfinite=True, wrong_shapes=((4,),)),
+         "base": bad_float(0.0), "layout": bad_choice(cpe.ROPE_LAYOUTS)},
+        extremes=[dict(q_nope=randn(1, 2, 0, 4), q_rope=randn(1, 2, 0, 2), k_nope=randn(1, 2, 0, 4),
+                       k_rope=randn(1, 1, 0, 2)),
+                  dict(positions=torch.tensor([LONG, LONG + 1, LONG + 2]), layout="half"),
+                  dict(q_nope=randn(1, 2, 3, 0), k_nope=randn(1, 2, 3, 0))],
+    ),
+    # -------------------------------------------------------------- training with several seeds
+    "training.seed_streams": Case(
+        cpe.seed_streams, lambda: dict(seed=3), {"seed": bad_int(0, 2**63 - 1 - training.DATA_SEED_OFFSET)},
+        extremes=[dict(seed=0), dict(seed=2**63 - 1 - training.DATA_SEED_OFFSET), dict(seed=np.int64(5))],
+    ),
+    "training.init_seeds": Case(
+        cpe.init_seeds, lambda: dict(make_model=lambda: torch.nn.Linear(2, 2), seeds=[0, 1]),
+        {"make_model": st.sampled_from([None, 3, "m", lambda: 3, lambda: [torch.nn.Linear(2, 2)]]),
+         "seeds": st.sampled_from([[], [0, 0], "01", 0, [-1], [1.5], [True], None, [2**63]])},
+        extremes=[dict(seeds=[0]), dict(seeds=(2**63 - 1 - training.DATA_SEED_OFFSET,)), dict(seeds=[np.int64(4), 2])],
+    ),
+    "training.SeedsResult": Case(
+        cpe.SeedsResult, lambda: dict(data_seeds=[1, 2], losses=torch.zeros(3, 2, dtype=torch.float64)),
+        {"data_seeds": st.sampled_from([None, (1, 2), [1], [1, -2], [1, "2"], [1, 2.0], [True, 2]]),
+         "losses": bad_tensor((3, 2), wrong_shapes=((3,), (3, 3), (1, 3, 2)))},
+        extremes=[dict(losses=torch.zeros(0, 2, dtype=torch.float64)), dict(data_seeds=[], losses=torch.zeros(3, 0))],
+    ),
+    "training.SeedsResult.result": Case(
+        cpe.SeedsResult.result, lambda: dict(index=0), {"index": bad_int(-2, 1)},
+        call=lambda **kw: cpe.SeedsResult([1, 2], torch.zeros(3, 2, dtype=torch.float64)).result(**kw),
+        extremes=[dict(index=1), dict(index=-2), dict(index=np.int64(1))],
+    ),
+    "training.train_seeds": Case(
+        cpe.train_seeds,
+        lambda: dict(models=_two_models(), task=cpe.ReverseTask(7), config=cpe.TrainConfig(**_TRAIN_CFG),
+                     data_seeds=[5, 6], progress=False),
+        {"models": st.sampled_from([None, [], [3], _tiny_model(), "m", [_tiny_model(), _tiny_model("rope")]]),
+         "task": st.sampled_from([None, 3, "task"]),
+         "config": st.sampled_from([None, dict(steps=2), "cfg"]),
+         "data_seeds": st.sampled_from([[1], "ab", [1, -1], [1, 1.5], 3, [1, None]]),
+         "progress": BAD_BOOL, "description": st.sampled_from([3, b"x", ["d"]])},
+        extremes=[dict(data_seeds=None),
+                  dict(config=cpe.TrainConfig(steps=1, batch_size=1, seq_len=1, warmup=0, grad_clip=None)),
+                  dict(models=_two_models()[:1], data_seeds=[0])],
+        examples=10,
+    ),
+    "training.evaluate_seeds": Case(
+        cpe.evaluate_seeds, lambda: dict(models=_two_models(), task=cpe.ReverseTask(7), seq_len=3, batch_size=2,
+                                         num_batches=1),
+        {"models": st.sampled_from([None, [], [3], _tiny_model(), "m"]), "task": st.sampled_from([None, 3]),
+         "seq_len": bad_int(1), "batch_size": bad_int(1), "num_batches": bad_int(1), "seed": bad_int(0)},
+        extremes=[dict(seq_len=1, batch_size=1), dict(models=_two_models()[:1])],
+        examples=10,
+    ),
+    # -------------------------------------------------------------- seeds_benchmark
+    "seeds_benchmark.SeedsTiming": Case(
+        seeds_benchmark.SeedsTiming,
+        lambda: dict(seeds=2, separate_wall=[1.0], batched_wall=[0.5], separate_cpu=[1.0], batched_cpu=[0.5]),
+        {"seeds": bad_int(1), "separate_wall": BAD_SECONDS, "batched_wall": BAD_SECONDS, "separate_cpu": BAD_SECONDS,
+         "batched_cpu": BAD_SECONDS},
+        extremes=[dict(seeds=1, separate_cpu=[0.0], batched_cpu=[0.0]),
+                  dict(separate_wall=[1, 2], batched_wall=[1, 2], separate_cpu=[1, 2], batched_cpu=[1, 2])],
+    ),
+    "seeds_benchmark.run_seeds_benchmark": Case(
+        seeds_benchmark.run_seeds_benchmark,
+        lambda: dict(seeds=1, steps=1, repeats=1, position="none", d_model=8, seq_len=2, batch_size=1),
+        {"seeds": bad_int(1), "steps": bad_int(1), "repeats": bad_int(1), "position": bad_choice(cpe.MODEL_POSITIONS),
+         "d_model": bad_int(1), "seq_len": bad_int(1), "batch_size": bad_int(1)},
+        extremes=[dict(seeds=2, position="rope")],
+        examples=15,
+    ),
+    # -------------------------------------------------------------- gradebook
+    "gradebook.Gradebook": Case(
+        Gradebook, lambda: dict(folder=_GRADEBOOK_DIR.name),
+        {"folder": st.sampled_from([None, 3, b"grades", ["g"], ""])},
+        extremes=[dict(folder=tempfile.gettempdir() + "/course_pe_never_created/deeper")],
+    ),
+    "gradebook.Gradebook.record": Case(
+        Gradebook.record, lambda: dict(report=GradeReport(student="ada", notebook="nb.ipynb", assignment="rope")),
+        {"report": st.sampled_from([None, "ada", {"student": "ada"}, GradeReport(student="../x", notebook="n"),
+                                    GradeReport(student="ada", notebook="n", assignment="../up"),
+                                    GradeReport(student="", notebook="n")])},
+        call=lambda **kw: Gradebook(_GRADEBOOK_DIR.name).record(**kw),
+        extremes=[dict(report=GradeReport(student="b", notebook="", assignment="")),
+                  dict(report=GradeReport(student="x" * 64, notebook="nb.ipynb", assignment="a.b-c_d"))],
+    ),
+    # -------------------------------------------------------------- sandbox (constructors only, and one shared child)
+    "sandbox.SandboxLimits": Case(
+        SandboxLimits, lambda: dict(),
+        {**{name: bad_int(1) for name in ("memory_bytes", "cpu_seconds", "file_bytes", "processes", "open_files",
+                                          "tmp_bytes", "answer_bytes")},
+         "startup_seconds": bad_float(0.0)},
+        extremes=[dict(memory_bytes=1, cpu_seconds=1, processes=1, open_files=1), dict(startup_seconds=1e-3),
+                  dict(answer_bytes=2**62)],
+    ),
+    "sandbox.Sandbox": Case(
+        Sandbox, lambda: dict(isolation="limited"),
+        {"limits": st.sampled_from([None, {}, 3, "x", SandboxLimits]),
+         "hide": BAD_PATHS, "keep": BAD_PATHS,
+         "isolation": st.one_of(st.text(max_size=6).filter(lambda s: s not in ("full", "limited")), st.integers(),
+                                st.just(["limited"]))},
+        extremes=[dict(hide=[], keep=[]), dict(isolation="full", hide=["/nonexistent"], keep=[tempfile.gettempdir()]),
+                  dict(limits=SandboxLimits(memory_bytes=2**30))],
+    ),
+    "sandbox.Sandbox.run_cell": Case(
+        Sandbox.run_cell, lambda: dict(source="y = 1", timeout=600),
+        {"source": st.sampled_from([None, 3, b"y = 1", ["y = 1"]]), "timeout": bad_float(0.0, strict=False)},
+        call=lambda **kw: _sandbox().run_cell(**kw),
+        extremes=[dict(source=""), dict(source="raise ValueError('no')"), dict(timeout=LONG)],
+        examples=15,
+    ),
+    "sandbox.Sandbox.lock": Case(
+        Sandbox.lock, lambda: dict(names=["course_pe.alibi_slopes"]),
+        {"names": st.sampled_from([None, "course_pe.alibi_slopes", [3], [""], 3, b"x"])},
+        call=lambda **kw: _sandbox().lock(**kw),
+        extremes=[dict(names=[]), dict(names=("course_pe.no_such_module.f",))],
+        examples=15,
+    ),
+    "sandbox.Sandbox.call": Case(
+        Sandbox.call, lambda: dict(function="double", args=(torch.ones(2),), timeout=600),
+        {"function": st.sampled_from([3, None, "not a name", "", b"double"]),
+         "args": st.sampled_from([None, [1.0], (object(),), ("x",), 1.0, (None,)]),
+         "timeout": bad_float(0.0, strict=False)},
+        call=lambda **kw: _sandbox().call(**kw),
+        extremes=[dict(args=(np.ones(3),)), dict(args=(2.0,)), dict(function="no_such_function"), dict(args=())],
+        examples=15,
     ),
 }
 
@@ -883,10 +1149,21 @@ def public_callables() -> set[str]:
 
 def test_registry_covers_the_public_api():
     public = public_callables()
-    missing = sorted(public - REGISTRY.keys())
-    stale = sorted(REGISTRY.keys() - public)
+    missing = sorted(public - REGISTRY.keys() - NO_BAD_INPUT.keys())
+    stale = sorted((REGISTRY.keys() | NO_BAD_INPUT.keys()) - public)
+    assert not REGISTRY.keys() & NO_BAD_INPUT.keys()
     assert not missing, f"public callables without bad-input cases in tests/test_bad_input.py: {missing}"
     assert not stale, f"registry entries for names that are not public: {stale}"
+
+
+@pytest.mark.parametrize("key", sorted(NO_BAD_INPUT))
+def test_exemptions_are_exception_classes(key):
+    """An exemption is only for an exception class, which (as every Exception) takes any message."""
+    module, name = key.split(".")
+    cls = getattr(importlib.import_module(f"course_pe.{module}"), name)
+    assert inspect.isclass(cls) and issubclass(cls, Exception) and NO_BAD_INPUT[key]
+    with pytest.raises(cls, match="a message"):
+        raise cls("a message")
 
 
 @pytest.mark.parametrize("key", sorted(REGISTRY))

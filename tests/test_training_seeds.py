@@ -83,8 +83,10 @@ def test_seed_streams_and_init_seeds():
     again = factory("rope", task)()
     assert torch.equal(b.head.weight, again.head.weight)
     assert not torch.equal(a.head.weight, b.head.weight)
-    for bad in (-1, 1.5, True):
-        with pytest.raises(ValueError, match="seed"):
+    with pytest.raises(ValueError, match="seed"):
+        seed_streams(-1)
+    for bad in (1.5, True):  # a wrong type is a TypeError, as everywhere in the package
+        with pytest.raises(TypeError, match="seed"):
             seed_streams(bad)
     with pytest.raises(ValueError, match="distinct"):
         init_seeds(factory("rope", task), [1, 1])
