@@ -37,7 +37,10 @@ from course_pe.gradebook import Gradebook  # noqa: E402
 from course_pe.sandbox import Sandbox, SandboxLimits  # noqa: E402
 
 # Modules whose public API another helper owns (the grader); their own tests cover them.
-OWNED_ELSEWHERE = {"exercises", "grade", "workbook"}
+# The coursework tools (exercises, grade, workbook, nbgrader_release) have their own adversarial tests
+# (tests/test_exercises.py, test_grade.py, test_workbook.py, test_nbgrader_release.py) but no entries here yet:
+# a known gap of issue 16, listed so that it stays visible rather than silently skipped.
+OWNED_ELSEWHERE = {"exercises", "grade", "workbook", "nbgrader_release"}
 
 # Public callables that have no argument that can be wrong, each with the reason. Only exception classes qualify
 # (checked by test_exemptions_are_exception_classes): like every Exception they accept any message.
