@@ -47,7 +47,7 @@ __all__ = [
     "time_call",
 ]
 
-#: The ratios the course reports: name -> (numerator row, denominator row, target, "<=" or ">=").
+# The ratios the course reports: name -> (numerator row, denominator row, target, "<=" or ">=").
 RATIOS: dict[str, tuple[str, str, float, str]] = {
     "textbook half / apply_rope half": ("textbook half", "apply_rope half", 2.5, ">="),
     "apply_rope interleaved / complex": ("apply_rope interleaved", "complex interleaved", 1.2, "<="),
@@ -183,7 +183,7 @@ def ratio_quantiles(
 
 
 def benchmark_ratios(rows: list[BenchmarkRow]) -> dict[str, float]:
-    """The ratios of :data:`RATIOS`, computed from ``rows`` (each row name must appear once)."""
+    """The ratios of ``RATIOS``, computed from ``rows`` (each row name must appear once)."""
     if not isinstance(rows, (list, tuple)) or not all(isinstance(r, BenchmarkRow) for r in rows):
         raise TypeError("rows must be a list of BenchmarkRow")
     times = {r.name: r.milliseconds for r in rows}
@@ -197,8 +197,8 @@ def benchmark_ratios(rows: list[BenchmarkRow]) -> dict[str, float]:
 
 
 def format_report(rows: list[BenchmarkRow]) -> list[str]:
-    """The lines :func:`main` prints after its header: one per row (time and multiple of ``clone``), then
-    one per ratio of :data:`RATIOS` with its target."""
+    """The lines ``main`` prints after its header: one per row (time and multiple of ``clone``), then
+    one per ratio of ``RATIOS`` with its target."""
     ratios = benchmark_ratios(rows)
     clone = next(r.milliseconds for r in rows if r.name == "clone") if any(r.name == "clone" for r in rows) else None
     if clone is None:
