@@ -251,7 +251,10 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
             page = context.pages[0] if context.pages else context.new_page()
             page.on("console", lambda msg: msg.type == "error" and report.fail(current["page"], f"console error: {msg.text}"))
             page.on("pageerror", lambda err: report.fail(current["page"], f"page error: {err}"))
+            # net::ERR_ABORTED is the browser cancelling a request because the test moved on (a font still loading
+            # when the next page opens), not a failure of the site; every other failure counts.
             page.on("requestfailed", lambda req: _is_local(req.url, server.origin, site)
+                    and "ERR_ABORTED" not in str(req.failure)
                     and report.fail(current["page"], f"failed request: {req.url} ({req.failure})"))
             page.on("response", lambda resp: resp.status >= 400
                     and report.fail(current["page"], f"HTTP {resp.status}: {resp.url}"))
@@ -322,7 +325,9 @@ def check_search(page, origin: str, out: Path, report: Report) -> None:
     page.goto(f"{origin}/search.html?q=rotary", wait_until="load")
     try:
         page.wait_for_selector("#search-results ul.search li a", timeout=30_000)
-        page.wait_for_function("() => document.querySelector('#search-results p.search-summary') !== null", timeout=30_000)
+        # Sphinx adds the summary paragraph empty when the search starts and fills it in when every result is listed
+        page.wait_for_function("() => { const p = document.querySelector('#search-results p.search-summary');"
+                               " return p !== null && p.innerText.trim().length > 0; }", timeout=30_000)
     except Exception as err:  # noqa: BLE001 - reported as a failure below
         report.fail("search", f"no results for 'rotary' ({err.__class__.__name__})")
         return
@@ -379,7 +384,7 @@ def check_folding(page, origin: str, site: Path, out: Path, report: Report) -> N
 def check_file_url(page, site: Path, out: Path, report: Report) -> None:
     """The book opened from disk renders its math with the local MathJax."""
     target = site / "book" / "part1" / "shift_theorem.html"
-    page.goto(target.as_uri(), wait_until="load")
+    page.goto(target.resolve().as_uri(), wait_until="load")  # --site may be relative (make test-site passes _build/html)
     status = page.evaluate(_WAIT_FOR_MATHJAX_JS)
     count = page.evaluate("() => document.querySelectorAll('mjx-container').length")
     if status != "ok" or count == 0:
