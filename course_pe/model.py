@@ -209,7 +209,8 @@ class TinyTransformer(nn.Module):
         """Replace the RoPE frequency scaling of every attention layer (for context extension).
 
         The learned weights are untouched; only the rotation changes, as when a pretrained model is run with
-        position interpolation, NTK, YaRN or Llama 3 scaling. Raises if the model does not use RoPE.
+        position interpolation, NTK, YaRN or Llama 3.1 scaling (``Llama3Scaling``). Raises if the model does not
+        use RoPE.
         """
         if self.position != "rope":
             raise ValueError(f"set_rope_scaling needs a RoPE model, this one uses position={self.position!r}")

@@ -7,7 +7,8 @@ Each attention logit gets a learned vector for the *clipped* distance between ke
     z_i = \\sum_j \\alpha_{ij} (v_j + a^V_{ij}),
 
 with ``a_{ij} = w_{clip(j - i, -K, K)}``: one table of ``2K + 1`` vectors for keys and one for
-values, shared by all heads (as in the paper). Distances are *key index minus query index*.
+values, shared by all heads of a layer (the sharing of the paper's section 3.3 and of its big model; its base
+model kept a pair per head, section 4.1). Distances are *key index minus query index*.
 
 The indexing pitfall: ``j - i`` ranges over ``-K ... K``; used directly as a Python or torch index,
 a negative offset silently wraps around to the end of the table. Shifting by ``K`` (the ``+ K``
