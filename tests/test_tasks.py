@@ -137,3 +137,7 @@ def test_reverse_position_free_optimum_bad_input():
         ReverseTask(4).position_free_optimum(0)
     with pytest.raises(TypeError, match="seq_len"):
         ReverseTask(4).position_free_optimum(2.0)
+    with pytest.raises(ValueError, match="seq_len"):
+        ReverseTask(4).position_free_optimum(65)
+    with pytest.raises(ValueError, match="num_symbols"):
+        ReverseTask(65).position_free_optimum(4)
