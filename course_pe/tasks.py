@@ -63,6 +63,9 @@ def _random_tokens(batch_size: int, seq_len: int, num_symbols: int, generator: t
     return torch.randint(num_symbols, (batch_size, seq_len), generator=generator)
 
 
+#: Longest sequence and largest alphabet for which :meth:`ReverseTask.position_free_optimum` counts exactly.
+MAX_EXACT_LENGTH = 64
+
 #: Largest number of contexts (``num_symbols ** order``) of a :class:`MarkovTask`.
 MAX_MARKOV_STATES = 4096
 
@@ -94,6 +97,53 @@ class ReverseTask:
         """``batch_size`` and ``seq_len`` positive integers; ``generator`` None or a ``torch.Generator``."""
         x = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
         return Batch(x, x.flip(1))
+
+    def position_free_optimum(self, seq_len: int) -> tuple[float, float]:
+        """The best mean accuracy and cross-entropy (nats) that any position-free model can reach, exactly.
+
+        A model without position information (a bidirectional encoder with no encoding) is permutation-equivariant:
+        its output at a position is a function of that position's token ``a`` and of the multiset of all ``L``
+        tokens, the same function at every position. Given those, the Bayes-optimal prediction of the target is:
+
+        - ``L`` even: no position is its own mirror image, so the target is a uniform draw from the other ``L - 1``
+          tokens (independent of ``a``): predict their empirical distribution (the multiset without one ``a``);
+        - ``L`` odd: the model cannot tell the middle position (whose target is ``a`` itself, probability ``1/L``)
+          from the others, and the mixture is exactly the empirical distribution of all ``L`` tokens.
+
+        So with ``m = L - 1`` (even) or ``m = L`` (odd) uniform draws from ``num_symbols`` symbols, the accuracy is
+        ``E[largest count] / m`` and the loss ``E[entropy of the empirical distribution]``. Both are computed exactly
+        (the law of the largest count by counting sequences with integers, the entropy from the binomial law of one
+        symbol's count), the same at every position, so they equal the means over positions that
+        :class:`~course_pe.training.PositionReport` reports. The count takes about ``num_symbols * seq_len**3 / 2``
+        integer operations, so ``seq_len`` is a positive integer up to 64 and ``num_symbols`` at most 64 (a
+        ``ValueError`` otherwise). Returns ``(accuracy, loss)``.
+        """
+        import math
+
+        seq_len = check_int("seq_len", seq_len, minimum=1, maximum=MAX_EXACT_LENGTH)
+        v = self.num_symbols
+        if v > MAX_EXACT_LENGTH:
+            raise ValueError(f"position_free_optimum counts exactly up to num_symbols={MAX_EXACT_LENGTH}, this task has {v}")
+        m = seq_len - 1 if seq_len % 2 == 0 else seq_len
+        if m == 1 or v == 1:
+            return 1.0, 0.0
+
+        comb = [[math.comb(j, c) for c in range(j + 1)] for j in range(m + 1)]
+
+        def at_most(k: int) -> int:
+            # sequences of m draws from v symbols in which every symbol occurs at most k times
+            ways = [1] + [0] * m  # ways[j]: assignments of j labelled draws to the symbols seen so far
+            for _ in range(v):
+                ways = [sum(comb[j][c] * ways[j - c] for c in range(min(j, k) + 1)) for j in range(m + 1)]
+            return ways[m]
+
+        total = v**m
+        expected_max = sum(total - at_most(k) for k in range(m)) / total  # E[max] = sum_k P(max > k)
+        # E[entropy] = v * E[-(c/m) log(c/m)] for one symbol's count c ~ Binomial(m, 1/v)
+        expected_entropy = v * sum(
+            math.comb(m, c) * (v - 1) ** (m - c) / total * (-(c / m) * math.log(c / m)) for c in range(1, m + 1)
+        )
+        return expected_max / m, expected_entropy
 
 
 @dataclass(frozen=True)

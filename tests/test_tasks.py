@@ -85,3 +85,59 @@ def test_markov_errors():
         MarkovTask(order=True)  # True == 1 used to pass
     with pytest.raises(ValueError, match="contexts"):
         MarkovTask(100)  # a 10**4 x 10**4 dense matrix
+
+
+def _brute_force_position_free(num_symbols: int, seq_len: int) -> tuple[float, float]:
+    """Bayes-optimal position-free reverse predictor by enumerating every sequence (independent of the formula).
+
+    A position-free model sees, at position p, only the token x[p] and the multiset of the sequence; group the
+    (sequence, position) pairs by that view and predict each group's empirical target distribution.
+    """
+    import itertools
+    from collections import Counter, defaultdict
+
+    groups: dict = defaultdict(Counter)
+    for seq in itertools.product(range(num_symbols), repeat=seq_len):
+        bag = tuple(sorted(seq))
+        for p in range(seq_len):
+            groups[seq[p], bag][seq[seq_len - 1 - p]] += 1
+    pairs = num_symbols**seq_len * seq_len
+    accuracy = sum(max(c.values()) for c in groups.values()) / pairs
+    loss = 0.0
+    for c in groups.values():
+        size = sum(c.values())
+        loss -= sum(k * math.log(k / size) for k in c.values())
+    return accuracy, loss / pairs
+
+
+@pytest.mark.parametrize("num_symbols,seq_len", [(1, 3), (2, 1), (2, 2), (2, 5), (3, 4), (3, 5), (4, 4), (5, 3), (4, 6)])
+def test_reverse_position_free_optimum_matches_enumeration(num_symbols, seq_len):
+    accuracy, loss = ReverseTask(num_symbols).position_free_optimum(seq_len)
+    ref_accuracy, ref_loss = _brute_force_position_free(num_symbols, seq_len)
+    assert accuracy == pytest.approx(ref_accuracy, rel=1e-12, abs=1e-12)
+    assert loss == pytest.approx(ref_loss, rel=1e-12, abs=1e-12)
+
+
+def test_reverse_position_free_optimum_matches_simulation_at_book_size():
+    # the review's simulated figure for 16 tokens over 16 symbols is about 0.192
+    accuracy, loss = ReverseTask(16).position_free_optimum(16)
+    g = make_generator(0)
+    others = torch.randint(16, (200_000, 15), generator=g)
+    counts = torch.nn.functional.one_hot(others, 16).sum(1).double()
+    simulated = float(counts.max(1).values.mean() / 15)
+    probs = counts / 15
+    simulated_loss = float(-(torch.where(probs > 0, probs * probs.log(), torch.zeros_like(probs))).sum(1).mean())
+    assert accuracy == pytest.approx(simulated, abs=3e-3)
+    assert loss == pytest.approx(simulated_loss, abs=3e-3)
+    assert 0.18 < accuracy < 0.2 and 1.0 / 16 < accuracy
+
+
+def test_reverse_position_free_optimum_bad_input():
+    with pytest.raises(ValueError, match="seq_len"):
+        ReverseTask(4).position_free_optimum(0)
+    with pytest.raises(TypeError, match="seq_len"):
+        ReverseTask(4).position_free_optimum(2.0)
+    with pytest.raises(ValueError, match="seq_len"):
+        ReverseTask(4).position_free_optimum(65)
+    with pytest.raises(ValueError, match="num_symbols"):
+        ReverseTask(65).position_free_optimum(4)
