@@ -118,32 +118,41 @@ class ReverseTask:
         integer operations, so ``seq_len`` is a positive integer up to 64 and ``num_symbols`` at most 64 (a
         ``ValueError`` otherwise). Returns ``(accuracy, loss)``.
         """
-        import math
-
         seq_len = check_int("seq_len", seq_len, minimum=1, maximum=MAX_EXACT_LENGTH)
-        v = self.num_symbols
-        if v > MAX_EXACT_LENGTH:
-            raise ValueError(f"position_free_optimum counts exactly up to num_symbols={MAX_EXACT_LENGTH}, this task has {v}")
-        m = seq_len - 1 if seq_len % 2 == 0 else seq_len
-        if m == 1 or v == 1:
-            return 1.0, 0.0
+        return _multiset_guess_optimum(seq_len - 1 if seq_len % 2 == 0 else seq_len, self.num_symbols)
 
-        comb = [[math.comb(j, c) for c in range(j + 1)] for j in range(m + 1)]
 
-        def at_most(k: int) -> int:
-            # sequences of m draws from v symbols in which every symbol occurs at most k times
-            ways = [1] + [0] * m  # ways[j]: assignments of j labelled draws to the symbols seen so far
-            for _ in range(v):
-                ways = [sum(comb[j][c] * ways[j - c] for c in range(min(j, k) + 1)) for j in range(m + 1)]
-            return ways[m]
+def _multiset_guess_optimum(m: int, num_symbols: int) -> tuple[float, float]:
+    """Accuracy and loss of predicting a uniform draw from ``m`` uniform draws over ``num_symbols`` symbols.
 
-        total = v**m
-        expected_max = sum(total - at_most(k) for k in range(m)) / total  # E[max] = sum_k P(max > k)
-        # E[entropy] = v * E[-(c/m) log(c/m)] for one symbol's count c ~ Binomial(m, 1/v)
-        expected_entropy = v * sum(
-            math.comb(m, c) * (v - 1) ** (m - c) / total * (-(c / m) * math.log(c / m)) for c in range(1, m + 1)
-        )
-        return expected_max / m, expected_entropy
+    The Bayes-optimal prediction is the empirical distribution of the ``m`` draws: the accuracy is
+    ``E[largest count] / m`` and the loss ``E[entropy of the empirical distribution]``, both computed exactly (the law
+    of the largest count by counting sequences with integers, the entropy from the binomial law of one symbol's count).
+    """
+    import math
+
+    v = num_symbols
+    if v > MAX_EXACT_LENGTH:
+        raise ValueError(f"position_free_optimum counts exactly up to num_symbols={MAX_EXACT_LENGTH}, this task has {v}")
+    if m == 1 or v == 1:
+        return 1.0, 0.0
+
+    comb = [[math.comb(j, c) for c in range(j + 1)] for j in range(m + 1)]
+
+    def at_most(k: int) -> int:
+        # sequences of m draws from v symbols in which every symbol occurs at most k times
+        ways = [1] + [0] * m  # ways[j]: assignments of j labelled draws to the symbols seen so far
+        for _ in range(v):
+            ways = [sum(comb[j][c] * ways[j - c] for c in range(min(j, k) + 1)) for j in range(m + 1)]
+        return ways[m]
+
+    total = v**m
+    expected_max = sum(total - at_most(k) for k in range(m)) / total  # E[max] = sum_k P(max > k)
+    # E[entropy] = v * E[-(c/m) log(c/m)] for one symbol's count c ~ Binomial(m, 1/v)
+    expected_entropy = v * sum(
+        math.comb(m, c) * (v - 1) ** (m - c) / total * (-(c / m) * math.log(c / m)) for c in range(1, m + 1)
+    )
+    return expected_max / m, expected_entropy
 
 
 @dataclass(frozen=True)
@@ -168,6 +177,20 @@ class SortTask:
         """``batch_size`` and ``seq_len`` positive integers; ``generator`` None or a ``torch.Generator``."""
         x = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
         return Batch(x, x.sort(dim=1).values)
+
+    def position_free_optimum(self, seq_len: int) -> tuple[float, float]:
+        """The best mean accuracy and cross-entropy (nats) that any position-free model can reach, exactly.
+
+        A position-free model's output at a position is a function of that position's token and of the multiset of
+        all ``L`` tokens (see :meth:`ReverseTask.position_free_optimum`). Given both, the position is equally likely
+        to be any of the ``L`` positions (the tokens are exchangeable), and the target at a uniform position of the
+        sorted sequence is a uniform draw from the multiset, whatever the token. So the best prediction is the
+        empirical distribution of all ``L`` tokens: accuracy ``E[largest count] / L``, loss the expected entropy of
+        that distribution, computed exactly. ``seq_len`` is a positive integer up to 64, ``num_symbols`` at most 64.
+        Returns ``(accuracy, loss)``.
+        """
+        seq_len = check_int("seq_len", seq_len, minimum=1, maximum=MAX_EXACT_LENGTH)
+        return _multiset_guess_optimum(seq_len, self.num_symbols)
 
 
 @dataclass(frozen=True)

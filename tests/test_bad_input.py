@@ -749,6 +749,11 @@ REGISTRY: dict[str, Case] = {
         call=lambda **kw: cpe.ReverseTask(4).position_free_optimum(**kw),
         extremes=[dict(seq_len=1), dict(seq_len=2)],
     ),
+    "tasks.SortTask.position_free_optimum": Case(
+        cpe.SortTask.position_free_optimum, lambda: dict(seq_len=4), {"seq_len": bad_int(1, 64)},
+        call=lambda **kw: cpe.SortTask(4).position_free_optimum(**kw),
+        extremes=[dict(seq_len=1), dict(seq_len=64)],
+    ),
     "tasks.MarkovTask.loss_floor_by_position": Case(
         cpe.MarkovTask.loss_floor_by_position, lambda: dict(seq_len=4), {"seq_len": bad_int(1)},
         call=lambda **kw: cpe.MarkovTask(4).loss_floor_by_position(**kw),

@@ -87,7 +87,7 @@ def test_markov_errors():
         MarkovTask(100)  # a 10**4 x 10**4 dense matrix
 
 
-def _brute_force_position_free(num_symbols: int, seq_len: int) -> tuple[float, float]:
+def _brute_force_position_free(num_symbols: int, seq_len: int, task: str = "reverse") -> tuple[float, float]:
     """Bayes-optimal position-free reverse predictor by enumerating every sequence (independent of the formula).
 
     A position-free model sees, at position p, only the token x[p] and the multiset of the sequence; group the
@@ -100,7 +100,8 @@ def _brute_force_position_free(num_symbols: int, seq_len: int) -> tuple[float, f
     for seq in itertools.product(range(num_symbols), repeat=seq_len):
         bag = tuple(sorted(seq))
         for p in range(seq_len):
-            groups[seq[p], bag][seq[seq_len - 1 - p]] += 1
+            target = seq[seq_len - 1 - p] if task == "reverse" else bag[p]  # sort: the p-th smallest
+            groups[seq[p], bag][target] += 1
     pairs = num_symbols**seq_len * seq_len
     accuracy = sum(max(c.values()) for c in groups.values()) / pairs
     loss = 0.0
@@ -130,6 +131,23 @@ def test_reverse_position_free_optimum_matches_simulation_at_book_size():
     assert accuracy == pytest.approx(simulated, abs=3e-3)
     assert loss == pytest.approx(simulated_loss, abs=3e-3)
     assert 0.18 < accuracy < 0.2 and 1.0 / 16 < accuracy
+
+
+@pytest.mark.parametrize("num_symbols,seq_len", [(1, 3), (2, 1), (2, 2), (2, 5), (3, 4), (3, 5), (4, 4), (5, 3), (4, 6)])
+def test_sort_position_free_optimum_matches_enumeration(num_symbols, seq_len):
+    accuracy, loss = SortTask(num_symbols).position_free_optimum(seq_len)
+    ref_accuracy, ref_loss = _brute_force_position_free(num_symbols, seq_len, task="sort")
+    assert accuracy == pytest.approx(ref_accuracy, rel=1e-12, abs=1e-12)
+    assert loss == pytest.approx(ref_loss, rel=1e-12, abs=1e-12)
+
+
+def test_sort_position_free_optimum_bad_input():
+    with pytest.raises(ValueError, match="seq_len"):
+        SortTask(4).position_free_optimum(0)
+    with pytest.raises(TypeError, match="seq_len"):
+        SortTask(4).position_free_optimum(True)
+    with pytest.raises(ValueError, match="num_symbols"):
+        SortTask(65).position_free_optimum(4)
 
 
 def test_reverse_position_free_optimum_bad_input():
