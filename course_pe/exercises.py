@@ -1,8 +1,10 @@
 """Automatic checks for the course's coding exercises.
 
 Each exercise is a list of *cases*: the arguments the grader passes to the student's function and the reference
-value it compares the answer with. References are computed here from the formulas (or, for the T5 buckets, by the
-library function, itself tested against an independent implementation), never by the student's code. A failed case
+value it compares the answer with. References are computed here from the formulas (the T5 buckets from a
+transcription of T5's published bucket function), never by the student's code and never by the library functions
+the exercise asks students to reimplement (``tests/test_exercises.py`` replaces those with wrong ones and checks that
+no reference changes). A failed case
 produces a :class:`CheckReport` that says what differed (shape, dtype or value, and at which input) and then, when
 the wrong answer matches a *classic mistake* (several of them made by the course's sources), names the mistake.
 
@@ -31,8 +33,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from .t5 import t5_relative_position_bucket
 
 __all__ = [
     "EXERCISES",
@@ -552,6 +552,29 @@ def _rope_rotation_cases(rng: np.random.Generator | None) -> list[Case]:
     return cases
 
 
+def _t5_buckets(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
+    """T5's bucket function, transcribed (not imported) from its published implementation: Mesh TensorFlow
+    ``transformer/attention.py::_relative_position_bucket`` as ported to PyTorch by Hugging Face
+    (``transformers/models/t5/modeling_t5.py``, ``T5Attention._relative_position_bucket``). Same operations in the
+    same order, float32 logarithm included, so that a correct student answer written the usual way matches exactly.
+    ``relative_position`` is ``key - query``; written independently of ``course_pe.t5``."""
+    ret = torch.zeros_like(relative_position)
+    n = -relative_position
+    if bidirectional:
+        num_buckets //= 2
+        ret = ret + (n < 0).to(torch.long) * num_buckets
+        n = torch.abs(n)
+    else:
+        n = torch.max(n, torch.zeros_like(n))
+    max_exact = num_buckets // 2
+    is_small = n < max_exact
+    val_if_large = max_exact + (
+        torch.log(n.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    ).to(torch.long)
+    val_if_large = torch.min(val_if_large, torch.full_like(val_if_large, num_buckets - 1))
+    return ret + torch.where(is_small, n, val_if_large)
+
+
 @_register("t5_bucket", "t5_bucket", "relative", "T5 relative-position buckets for key - query",
            library=("course_pe.t5.t5_relative_position_bucket", "course_pe.t5.T5RelativeBias.forward"))
 def _t5_bucket_cases(rng: np.random.Generator | None) -> list[Case]:
@@ -565,9 +588,8 @@ def _t5_bucket_cases(rng: np.random.Generator | None) -> list[Case]:
     cases = []
     for bidirectional, nb, md, hidden in settings:
         rel = torch.arange(-300, 301) if hidden else torch.arange(-200, 201)
-        # reference: the library's implementation, itself tested against an independent one (tests/test_relative.py)
-        expected = t5_relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=nb, max_distance=md).numpy()
-        flipped = t5_relative_position_bucket(-rel, bidirectional=bidirectional, num_buckets=nb, max_distance=md).numpy()
+        expected = _t5_buckets(rel, bidirectional, nb, md).numpy()
+        flipped = _t5_buckets(-rel, bidirectional, nb, md).numpy()
         cases.append(Case(
             f"offsets {int(rel[0])} ... {int(rel[-1])}, bidirectional={bidirectional}, num_buckets={nb}, "
             f"max_distance={md}", (rel, bidirectional, nb, md), expected, exact=True, dtypes=INT_DTYPES, hidden=hidden,
