@@ -34,6 +34,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._validation import (
+    check_bool,
+    check_callable,
+    check_choice,
+    check_float,
+    check_int,
+    check_optional_str,
+    check_str,
+    check_str_sequence,
+)
+
 __all__ = [
     "EXERCISES",
     "Case",
@@ -61,6 +72,8 @@ INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "u
 #: tolerance floor for a float32 answer, relative to the largest reference magnitude (float32 eps is 1.2e-7; a
 #: correct float32 computation of these formulas stays well inside 2e-5, every classic mistake is off by >1e-2)
 FLOAT32_RELATIVE_TOLERANCE = 2e-5
+#: the statuses of an :class:`Outcome`
+OUTCOME_STATUSES = ("ok", "stub", "error", "missing", "timeout", "invalid")
 
 
 @dataclass
@@ -85,6 +98,18 @@ class CheckReport:
     difference: str | None = None
     hidden: bool = False
     library_called: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        check_str("exercise", self.exercise)
+        check_bool("passed", self.passed)
+        check_int("cases_run", self.cases_run, minimum=0)
+        check_int("cases_total", self.cases_total, minimum=0)
+        if self.cases_run > self.cases_total:
+            raise ValueError(f"cases_run ({self.cases_run}) must be <= cases_total ({self.cases_total})")
+        for name in ("failed_case", "expected", "got", "mistake", "hint", "error", "difference"):
+            check_optional_str(name, getattr(self, name))
+        check_bool("hidden", self.hidden)
+        check_str_sequence("library_called", self.library_called)
 
     @property
     def score(self) -> float:
@@ -139,6 +164,24 @@ class Case:
     hint: str | None = None
     hidden: bool = False
 
+    def __post_init__(self) -> None:
+        check_str("name", self.name)
+        if not isinstance(self.args, tuple):
+            raise TypeError(f"args must be a tuple, got {type(self.args).__name__}")
+        if not isinstance(self.expected, np.ndarray) or self.expected.dtype.kind not in "biuf":
+            raise TypeError(f"expected must be a numeric np.ndarray, got {type(self.expected).__name__}")
+        check_float("atol", self.atol, minimum=0.0)
+        check_bool("exact", self.exact)
+        if self.dtypes is not None:
+            check_str_sequence("dtypes", self.dtypes, kind=tuple)
+        if self.atol32 is not None:
+            check_float("atol32", self.atol32, minimum=0.0)
+        if not isinstance(self.mistakes, tuple) or not all(
+                isinstance(m, tuple) and len(m) == 2 and isinstance(m[0], str) for m in self.mistakes):
+            raise TypeError("mistakes must be a tuple of (description, wrong answer) pairs")
+        check_optional_str("hint", self.hint)
+        check_bool("hidden", self.hidden)
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -150,6 +193,15 @@ class Outcome:
     value: np.ndarray | None = None
     error: str | None = None
     library_called: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_choice("status", self.status, OUTCOME_STATUSES)
+        if self.value is not None and not isinstance(self.value, np.ndarray):
+            raise TypeError(f"value must be None or an np.ndarray (see to_output), got {type(self.value).__name__}")
+        if self.status == "ok" and self.value is None:
+            raise ValueError("value must be given when status is 'ok'")
+        check_optional_str("error", self.error)
+        check_str_sequence("library_called", self.library_called, kind=tuple)
 
 
 @dataclass(frozen=True)
@@ -171,6 +223,17 @@ class Exercise:
     cases: Callable[[np.random.Generator | None], list[Case]] | None = None
     library: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        for name in ("id", "function", "chapter", "description"):
+            if not check_str(name, getattr(self, name)):
+                raise ValueError(f"{name} must not be empty")
+        if not self.function.isidentifier():
+            raise ValueError(f"function must be a Python identifier, got {self.function!r}")
+        check_callable("check", self.check)
+        if self.cases is not None:
+            check_callable("cases", self.cases)
+        check_str_sequence("library", self.library, kind=tuple, nonempty_items=True)
+
 
 EXERCISES: dict[str, Exercise] = {}
 
@@ -182,6 +245,7 @@ def chapters() -> list[str]:
 
 def exercises_for_chapter(chapter: str) -> list[str]:
     """Ids of the exercises of ``chapter`` (a notebook's file name without ``.ipynb``), in registry order."""
+    check_str("chapter", chapter)
     if chapter not in chapters():
         raise ValueError(f"chapter {chapter!r} has no coding exercises; chapters with exercises: {', '.join(chapters())}")
     return [ex.id for ex in EXERCISES.values() if ex.chapter == chapter]
@@ -288,6 +352,15 @@ def _difference(case: Case, got: np.ndarray) -> str | None:
 
 def judge(exercise: str, cases: Sequence[Case], outcomes: Sequence[Outcome | None]) -> CheckReport:
     """The verdict on ``outcomes[i]`` (what came back for ``cases[i]``; None: not run). Never raises."""
+    check_str("exercise", exercise)
+    if isinstance(cases, (str, bytes)) or not isinstance(cases, Sequence) \
+            or not all(isinstance(c, Case) for c in cases):
+        raise TypeError(f"cases must be a sequence of Case, got {type(cases).__name__}")
+    if isinstance(outcomes, (str, bytes)) or not isinstance(outcomes, Sequence) \
+            or not all(o is None or isinstance(o, Outcome) for o in outcomes):
+        raise TypeError(f"outcomes must be a sequence of Outcome or None, got {type(outcomes).__name__}")
+    if len(outcomes) != len(cases):
+        raise ValueError(f"outcomes must have one entry per case: {len(cases)} cases, {len(outcomes)} outcomes")
     total = len(cases)
     called = sorted({name for o in outcomes if o is not None for name in o.library_called})
     for n, (case, outcome) in enumerate(zip(cases, outcomes), start=1):
@@ -337,7 +410,13 @@ def fresh_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def call_case(fn: Callable[..., Any], args: tuple[Any, ...]) -> Outcome:
-    """Call ``fn(*args)`` (on copies) and turn the result or the exception into an :class:`Outcome`."""
+    """Call ``fn(*args)`` (on copies) and turn the result or the exception into an :class:`Outcome`.
+
+    ``fn`` must be callable and ``args`` a tuple (``TypeError`` otherwise); what ``fn`` raises or returns is the
+    student's and never raises here."""
+    check_callable("fn", fn)
+    if not isinstance(args, tuple):
+        raise TypeError(f"args must be a tuple, got {type(args).__name__}")
     try:
         value = fn(*fresh_args(args))
     except NotImplementedError:
@@ -355,8 +434,9 @@ def check(exercise_id: str, fn: Callable[..., Any] | None) -> CheckReport:
     errors; an unknown id is a ``ValueError``). ``fn=None`` (the function is not defined, e.g. its cell was deleted)
     gives a failed report that says so. This is feedback for the student; the grade comes from the grader.
     """
+    check_str("exercise_id", exercise_id)
     if exercise_id not in EXERCISES:
-        raise ValueError(f"unknown exercise {exercise_id!r}; known: {', '.join(sorted(EXERCISES))}")
+        raise ValueError(f"unknown exercise {exercise_id!r} (exercise_id); known: {', '.join(sorted(EXERCISES))}")
     exercise = EXERCISES[exercise_id]
     try:
         cases = exercise.cases(None) if exercise.cases else []
