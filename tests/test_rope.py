@@ -269,3 +269,110 @@ class TestRotaryEmbedding:
             rope(torch.randn(1, 4, 6))
         with pytest.raises(ValueError, match=">= 0"):
             rope(torch.randn(4, 8), torch.tensor([0, 1, -1, 2]))
+
+
+# ----------------------------------------------------------------------------- found by mutation testing (tests/MUTATION.md)
+
+import numpy as np  # noqa: E402
+
+from course_pe.rope import _BLOCK_ELEMENTS, rotate_with_cos_sin  # noqa: E402
+
+
+def numpy_rope(x, positions, *, base=10000.0, layout="interleaved", rotary_dim=None):
+    """RoFormer's rotation (Su et al., eq. 34) written out in NumPy float64, independent of course_pe."""
+    x = np.asarray(x, dtype=np.float64)
+    d = x.shape[-1] if rotary_dim is None else rotary_dim
+    theta = base ** (-2.0 * np.arange(d // 2) / d)
+    angle = np.asarray(positions, dtype=np.float64)[..., None] * theta
+    c, s = np.cos(angle), np.sin(angle)
+    out = x.copy()
+    if layout == "interleaved":
+        a, b = x[..., 0:d:2], x[..., 1:d:2]
+        out[..., 0:d:2], out[..., 1:d:2] = a * c - b * s, b * c + a * s
+    else:
+        a, b = x[..., : d // 2], x[..., d // 2 : d]
+        out[..., : d // 2], out[..., d // 2 : d] = a * c - b * s, b * c + a * s
+    return out
+
+
+def _cos_sin(positions, d, base=10000.0):
+    theta = base ** (-2.0 * torch.arange(d // 2, dtype=torch.float64) / d)
+    angle = positions.to(torch.float64)[:, None] * theta
+    return torch.cos(angle), torch.sin(angle)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("path", ["fused", "grad", "blocks", "strided"])
+def test_every_arithmetic_path_matches_the_reference(layout, path):
+    """rotate_with_cos_sin has three code paths (fused complex multiply for contiguous interleaved input, an
+    out-of-place one when gradients are needed, blocked in-place kernels otherwise): each must rotate correctly."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 8, generator=g, dtype=torch.float64)
+    positions = torch.tensor([0, 1, 7, 100, 12345])
+    cos, sin = _cos_sin(positions, 8)
+    if path == "grad":
+        x.requires_grad_(True)
+    if path == "strided":  # a non-contiguous view: never the fused path
+        x = torch.randn(2, 3, 8, 5, generator=g, dtype=torch.float64).transpose(-1, -2)
+        assert not x.is_contiguous()
+    out = rotate_with_cos_sin(x, cos, sin, layout=layout)
+    expected = numpy_rope(x.detach().numpy(), positions.numpy(), layout=layout)
+    assert out.shape == x.shape and out.dtype == x.dtype
+    assert np.allclose(out.detach().numpy(), expected, rtol=0, atol=1e-12)
+    if path == "grad":  # and the gradient is the inverse rotation of the upstream gradient (orthogonal map)
+        w = torch.randn(out.shape, generator=g, dtype=torch.float64)
+        (out * w).sum().backward()
+        back = numpy_rope(w.numpy(), -positions.numpy(), layout=layout)
+        assert np.allclose(x.grad.numpy(), back, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_blocks_of_a_long_input_and_broadcast_tables(layout):
+    """More than one block of positions (x larger than _BLOCK_ELEMENTS), and a (1, head_dim // 2) table shared by
+    every position."""
+    seq, d = 2 * _BLOCK_ELEMENTS // 64 + 3, 32  # 2 heads: a little over 4 blocks
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, seq, d, generator=g, dtype=torch.float64)
+    if layout == "interleaved":
+        x = x.transpose(0, 1).contiguous().transpose(0, 1)  # non-contiguous: the blocked path
+    positions = torch.arange(seq)
+    cos, sin = _cos_sin(positions, d)
+    out = rotate_with_cos_sin(x, cos, sin, layout=layout)
+    assert np.allclose(out.numpy(), numpy_rope(x.numpy(), positions.numpy(), layout=layout), rtol=0, atol=1e-9)
+    one_cos, one_sin = _cos_sin(torch.tensor([3]), d)
+    out = rotate_with_cos_sin(x, one_cos, one_sin, layout=layout)
+    assert np.allclose(out.numpy(), numpy_rope(x.numpy(), np.full(seq, 3), layout=layout), rtol=0, atol=1e-9)
+
+
+def test_low_precision_results_keep_the_input_dtype():
+    for x in (torch.zeros(2, 0, 8, dtype=torch.float16), torch.zeros(0, 3, 8, dtype=torch.bfloat16),
+              torch.ones(2, 3, 8, dtype=torch.float16)):
+        cos, sin = _cos_sin(torch.arange(x.shape[-2]), 8)
+        for layout in ("interleaved", "half"):
+            assert rotate_with_cos_sin(x, cos, sin, layout=layout).dtype == x.dtype
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_rotary_embedding_partial_rotary(layout):
+    """rotary_dim < head_dim: the first rotary_dim dimensions rotate (frequencies of width rotary_dim), the rest
+    pass through, at given positions or 0 ... seq - 1."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 3, 6, 12, generator=g, dtype=torch.float64)
+    module = RotaryEmbedding(12, rotary_dim=8, layout=layout)
+    for positions in (None, torch.tensor([5, 0, 3, 2, 9, 40])):
+        pos = np.arange(6) if positions is None else positions.numpy()
+        expected = numpy_rope(x.numpy(), pos, layout=layout, rotary_dim=8)
+        got = module(x, positions)
+        assert got.shape == x.shape and np.allclose(got.numpy(), expected, rtol=0, atol=1e-6)
+        assert torch.equal(got[..., 8:], x[..., 8:])
+        assert np.allclose(apply_rope(x, positions, layout=layout, rotary_dim=8).numpy(), expected, rtol=0, atol=1e-12)
+
+
+def test_rotation_follows_x_to_its_device():
+    """Tables made on the CPU are moved to x's device (the meta device holds no data; mixing devices fails)."""
+    x = torch.empty(2, 3, 8, device="meta")
+    cos, sin = _cos_sin(torch.arange(3), 8)
+    for layout in ("interleaved", "half"):
+        assert rotate_with_cos_sin(x, cos, sin, layout=layout).device.type == "meta"
+    assert interleaved_to_half(x).device.type == "meta" and half_to_interleaved(x).device.type == "meta"
+    assert permute_qk_weights(torch.empty(16, 4, device="meta"), num_heads=2).device.type == "meta"
