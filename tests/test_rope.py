@@ -275,7 +275,7 @@ class TestRotaryEmbedding:
 
 import numpy as np  # noqa: E402
 
-from course_pe.rope import _BLOCK_ELEMENTS, rotate_with_cos_sin  # noqa: E402
+from course_pe.rope import _BLOCK_ELEMENTS, rope_cos_sin, rotate_with_cos_sin  # noqa: E402
 
 
 def numpy_rope(x, positions, *, base=10000.0, layout="interleaved", rotary_dim=None):
@@ -302,7 +302,7 @@ def _cos_sin(positions, d, base=10000.0):
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
-@pytest.mark.parametrize("path", ["fused", "grad", "blocks", "strided"])
+@pytest.mark.parametrize("path", ["fused", "grad", "blocks", "strided", "strided-grad"])
 def test_every_arithmetic_path_matches_the_reference(layout, path):
     """rotate_with_cos_sin has three code paths (fused complex multiply for contiguous interleaved input, an
     out-of-place one when gradients are needed, blocked in-place kernels otherwise): each must rotate correctly."""
@@ -312,14 +312,15 @@ def test_every_arithmetic_path_matches_the_reference(layout, path):
     cos, sin = _cos_sin(positions, 8)
     if path == "grad":
         x.requires_grad_(True)
-    if path == "strided":  # a non-contiguous view: never the fused path
+    if path.startswith("strided"):  # a non-contiguous view: never the fused path
         x = torch.randn(2, 3, 8, 5, generator=g, dtype=torch.float64).transpose(-1, -2)
         assert not x.is_contiguous()
+        x.requires_grad_(path == "strided-grad")
     out = rotate_with_cos_sin(x, cos, sin, layout=layout)
     expected = numpy_rope(x.detach().numpy(), positions.numpy(), layout=layout)
     assert out.shape == x.shape and out.dtype == x.dtype
     assert np.allclose(out.detach().numpy(), expected, rtol=0, atol=1e-12)
-    if path == "grad":  # and the gradient is the inverse rotation of the upstream gradient (orthogonal map)
+    if x.requires_grad:  # and the gradient is the inverse rotation of the upstream gradient (orthogonal map)
         w = torch.randn(out.shape, generator=g, dtype=torch.float64)
         (out * w).sum().backward()
         back = numpy_rope(w.numpy(), -positions.numpy(), layout=layout)
@@ -376,3 +377,31 @@ def test_rotation_follows_x_to_its_device():
         assert rotate_with_cos_sin(x, cos, sin, layout=layout).device.type == "meta"
     assert interleaved_to_half(x).device.type == "meta" and half_to_interleaved(x).device.type == "meta"
     assert permute_qk_weights(torch.empty(16, 4, device="meta"), num_heads=2).device.type == "meta"
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_gradient_reaches_tables_that_need_it(layout):
+    """Only cos needs a gradient (e.g. learned frequencies feeding cos but not sin): the differentiable path is
+    taken, d(out)/d(cos) = x's own pair entries."""
+    x = torch.randn(1, 4, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    x = x.transpose(0, 1).contiguous().transpose(0, 1) if layout == "interleaved" else x  # never the fused path
+    cos, sin = _cos_sin(torch.arange(4), 8)
+    cos.requires_grad_(True)
+    rotate_with_cos_sin(x, cos, sin, layout=layout).sum().backward()
+    a, b = (x[..., 0::2], x[..., 1::2]) if layout == "interleaved" else (x[..., :4], x[..., 4:])
+    assert torch.allclose(cos.grad, (a + b).sum(0), rtol=0, atol=1e-12)
+
+
+def test_rope_cos_sin_attention_factor_and_messages():
+    positions, inv = torch.arange(5), torch.tensor([1.0, 0.01], dtype=torch.float64)
+    cos, sin = rope_cos_sin(positions, inv, dtype=torch.float64)
+    cos2, sin2 = rope_cos_sin(positions, inv, dtype=torch.float64, attention_factor=2.0)
+    assert torch.equal(cos2, 2 * cos) and torch.equal(sin2, 2 * sin)
+    with pytest.raises(ValueError, match=r"^attention_factor must be > 0.0, got 0.0"):
+        rope_cos_sin(positions, inv, attention_factor=0.0)
+    with pytest.raises(TypeError, match=r"^dtype must be"):
+        rope_cos_sin(positions, inv, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"^head_dim \(rows of weight per head\) must be even"):
+        permute_qk_weights(torch.zeros(6, 2), num_heads=2)
+    with pytest.raises(ValueError, match=r"^weight has 6 rows, not divisible by num_heads=4$"):
+        permute_qk_weights(torch.zeros(6, 2), num_heads=4)
