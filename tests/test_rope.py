@@ -405,3 +405,35 @@ def test_rope_cos_sin_attention_factor_and_messages():
         permute_qk_weights(torch.zeros(6, 2), num_heads=2)
     with pytest.raises(ValueError, match=r"^weight has 6 rows, not divisible by num_heads=4$"):
         permute_qk_weights(torch.zeros(6, 2), num_heads=4)
+
+
+def test_non_finite_x_is_rotated_not_refused():
+    """x may hold NaN or inf (e.g. masked padding): they propagate; only the tables must be finite."""
+    x = torch.ones(1, 3, 4, dtype=torch.float64)
+    x[0, 1, 0] = math.nan
+    for out in (apply_rope(x), apply_rope(x, torch.arange(3)), RotaryEmbedding(4)(x),
+                rotate_with_cos_sin(x, *_cos_sin(torch.arange(3), 4))):
+        assert torch.isnan(out[0, 1, :2]).all() and torch.isfinite(out[0, 0]).all() and torch.isfinite(out[0, 2]).all()
+
+
+def test_rope_messages_say_what_was_given():
+    x = torch.zeros(2, 3, 8)
+    with pytest.raises(ValueError, match=r"^x must be \(\.\.\., seq, head_dim\), got shape \(8,\)$"):
+        apply_rope(torch.zeros(8))
+    with pytest.raises(ValueError, match=r"^positions must have shape \(2, 3\) for x of shape \(2, 5, 3, 8\), got \(3, 3\)$"):
+        apply_rope(torch.zeros(2, 5, 3, 8), torch.zeros(3, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"^positions must be None, \(seq,\) or \(batch, seq\); got shape \(1, 1, 3\)$"):
+        apply_rope(x, torch.zeros(1, 1, 3, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"^positions must be a tensor or None, got list$"):
+        apply_rope(x, [0, 1, 2])
+    with pytest.raises(ValueError, match=r"^inv_freq must have shape \(4,\), got \(3,\)$"):
+        apply_rope(x, inv_freq=torch.ones(3))
+    with pytest.raises(ValueError, match=r"^head_dim \(last dimension of x\) must be even"):
+        apply_rope(torch.zeros(2, 3, 7))
+    with pytest.raises(ValueError, match=r"^rotary_dim \(10\) exceeds head_dim \(8\)$"):
+        RotaryEmbedding(8, rotary_dim=10)
+    assert apply_rope(x, rotary_dim=8).shape == x.shape  # rotary_dim == head_dim is allowed
+    with pytest.raises(TypeError, match=r"^x must be a tensor, got list$"):
+        interleaved_to_half([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"^RotaryEmbedding caches integer positions; use apply_rope for fractional"):
+        RotaryEmbedding(8).cos_sin(torch.tensor([0.5]))
