@@ -437,3 +437,49 @@ def test_rope_messages_say_what_was_given():
         interleaved_to_half([1.0, 2.0])
     with pytest.raises(ValueError, match=r"^RotaryEmbedding caches integer positions; use apply_rope for fractional"):
         RotaryEmbedding(8).cos_sin(torch.tensor([0.5]))
+
+
+def test_rotary_embedding_cache_and_buffers():
+    module = RotaryEmbedding(8)
+    assert module.cached_positions == 2048  # default max_positions
+    assert module.inv_freq.dtype == torch.float32  # the float32 view that checkpoints expose
+    assert dict(module.state_dict()) == {}  # inv_freq and the tables are derived, never saved
+    reference = RotaryEmbedding(8).cos_sin(torch.arange(6))
+    module.half()  # the cache is rebuilt in float64 rather than read back rounded
+    cos, sin = module.cos_sin(torch.arange(6))
+    assert cos.dtype == torch.float64 and torch.equal(cos, reference[0]) and torch.equal(sin, reference[1])
+    assert module.cos_sin(torch.tensor([2.0**53], dtype=torch.float64))[0].shape == (1, 4)  # largest exact position
+    with pytest.raises(ValueError, match=r"^float positions must be at most 2\*\*53"):
+        module.cos_sin(torch.tensor([2.0**53 + 2], dtype=torch.float64))
+
+
+def test_rotary_embedding_dynamic_ntk_uses_the_seq_len_given():
+    scaling = DynamicNTKScaling(2.0, 16)
+    module = RotaryEmbedding(8, scaling=scaling)
+    cos, sin = module.cos_sin(torch.arange(4), seq_len=64)
+    inv, _ = rope_frequencies(8, scaling=scaling, seq_len=64, dtype=torch.float64)
+    angle = torch.arange(4, dtype=torch.float64)[:, None] * inv
+    assert torch.allclose(cos, angle.cos(), rtol=0, atol=1e-12) and torch.allclose(sin, angle.sin(), rtol=0, atol=1e-12)
+
+
+def test_rotary_embedding_beyond_the_cache_keeps_the_attention_factor():
+    scaling = YaRNScaling(4.0, 64)
+    module = RotaryEmbedding(8, scaling=scaling, max_positions=16)
+    inv, factor = rope_frequencies(8, scaling=scaling, dtype=torch.float64)
+    assert factor != 1.0
+    far = torch.tensor([module.cache_limit + 5])
+    cos, sin = module.cos_sin(far)
+    assert torch.allclose(cos, factor * (far.double()[:, None] * inv).cos(), rtol=0, atol=1e-9)
+
+
+def test_rotate_with_cos_sin_refuses_bad_tables_and_widths():
+    x = torch.zeros(3, 8)
+    with pytest.raises(ValueError, match=r"^cos and sin must both have last dimension head_dim // 2 = 4"):
+        rotate_with_cos_sin(x, torch.zeros(3, 3), torch.zeros(3, 3))
+    with pytest.raises(ValueError, match=r"^head_dim \(last dimension of x\) must be even"):
+        rotate_with_cos_sin(torch.zeros(3, 7), torch.zeros(3, 3), torch.zeros(3, 3))
+    with pytest.raises(TypeError, match=r"^positions in torch.float16 have already lost precision .*pass integer or "
+                                        r"float32 positions$"):
+        apply_rope(x[None], torch.zeros(3, dtype=torch.float16))
+    with pytest.raises(ValueError, match=r"^weight must be 1-D or 2-D"):
+        permute_qk_weights(torch.zeros(2, 8, 4), num_heads=2)
