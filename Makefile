@@ -12,6 +12,8 @@
 #   make grade DIR=submissions/ [ASSIGNMENT=chapter] [JOBS=n]             grade a whole folder, in parallel
 #   make nbgrader an nbgrader course folder (source notebooks + nbgrader_config.py) into nbgrader/
 #   make book-student  the HTML book without solutions, into _build/student/_build/html
+#   make mutation mutation testing (mutmut) of the five core modules in a temporary copy; slow (about 20 min on one
+#                 core), not part of `make test` or CI; see tests/MUTATION.md
 #   make clean    remove build outputs (make distclean also removes .venv)
 #
 # The first target that needs Python creates .venv and installs requirements.txt and the package
@@ -41,7 +43,7 @@ export PYTHONNOUSERSITE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export JUPYTER_PLATFORM_DIRS := 1
 
-.PHONY: install test test-package test-notebooks test-portable book book-student test-site execute serve lab workbook grade nbgrader clean distclean
+.PHONY: mutation install test test-package test-notebooks test-portable book book-student test-site execute serve lab workbook grade nbgrader clean distclean
 
 install: $(STAMP)
 
@@ -138,6 +140,12 @@ serve:
 lab: $(STAMP)
 	@$(BIN)/jupyter labextension list 2>&1 | grep -q "jupyterlab-myst.*enabled" || $(BIN)/jupyter labextension enable jupyterlab-myst
 	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) book
+
+# Mutation testing (tests/MUTATION.md): tools/mutation/run.sh copies course_pe/, tests/ and tools/mutation/setup.cfg into
+# MUTATION_DIR (default: a new temporary folder) and runs mutmut (pinned there) with one child process.
+MUTATION_DIR ?=
+mutation: $(STAMP)
+	tools/mutation/run.sh $(abspath $(BIN))/python $(MUTATION_DIR)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis workbook grades

@@ -244,3 +244,70 @@ def check_index_range(name: str, value: torch.Tensor, low: int, high: int) -> No
         raise ValueError(f"{name} must be >= {low}, got {lo}")
     if high is not None and hi >= high:
         raise ValueError(f"{name} must be < {high}, got {hi}")
+
+
+# --------------------------------------------------------------------------- coursework tools (files, notebooks)
+
+def check_optional_str(name: str, value: object) -> str | None:
+    """``None`` or a ``str``."""
+    return None if value is None else check_str(name, value)
+
+
+def check_str_sequence(name: str, value: object, *, kind: type = list, nonempty_items: bool = False) -> list[str]:
+    """A ``kind`` (list or tuple) of ``str`` (a bare string is refused: it is not a list of names)."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{name} must be a {kind.__name__} of str, got {type(value).__name__} {value!r}"[:300])
+    for item in value:
+        if not isinstance(item, str):
+            raise TypeError(f"{name} must hold only str, got {type(item).__name__} {item!r}"[:300])
+        if nonempty_items and not item:
+            raise ValueError(f"{name} must not hold an empty string")
+    return list(value)
+
+
+def check_path(name: str, value: object):
+    """A ``pathlib.Path`` from a non-empty ``str`` or ``os.PathLike`` (bytes refused)."""
+    import os
+    from pathlib import Path
+
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a str or os.PathLike path, got {type(value).__name__} {value!r}"[:300])
+    if isinstance(value, str) and not value:
+        raise ValueError(f"{name} must not be an empty path")
+    path = Path(value)
+    if isinstance(os.fspath(path), bytes):  # pragma: no cover (a PathLike returning bytes)
+        raise TypeError(f"{name} must be a text path, got bytes")
+    return path
+
+
+def check_argv(name: str, value: object) -> list[str] | None:
+    """``None`` (use ``sys.argv``) or a list or tuple of ``str``."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be None or a list of str, got {type(value).__name__} {value!r}"[:300])
+    return check_str_sequence(name, list(value))
+
+
+def check_notebook(name: str, value: object):
+    """A notebook (``nbformat.NotebookNode``, nbformat 4) whose ``cells`` are a list of cells with text sources."""
+    import nbformat
+
+    if not isinstance(value, nbformat.NotebookNode):
+        raise TypeError(f"{name} must be an nbformat.NotebookNode (nbformat.read(..., as_version=4)), got "
+                        f"{type(value).__name__}")
+    cells = value.get("cells")
+    if not isinstance(cells, list):
+        raise ValueError(f"{name} must have a list of cells, got {type(cells).__name__}")
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str) \
+                or not isinstance(cell.get("source"), str):
+            raise ValueError(f"{name}: cell {i} must be a cell with a cell_type and a str source (nbformat 4)")
+    return value
+
+
+def check_callable(name: str, value: object) -> object:
+    """A callable."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+    return value

@@ -1,8 +1,10 @@
 """Automatic checks for the course's coding exercises.
 
 Each exercise is a list of *cases*: the arguments the grader passes to the student's function and the reference
-value it compares the answer with. References are computed here from the formulas (or, for the T5 buckets, by the
-library function, itself tested against an independent implementation), never by the student's code. A failed case
+value it compares the answer with. References are computed here from the formulas (the T5 buckets from a
+transcription of T5's published bucket function), never by the student's code and never by the library functions
+the exercise asks students to reimplement (``tests/test_exercises.py`` replaces those with wrong ones and checks that
+no reference changes). A failed case
 produces a :class:`CheckReport` that says what differed (shape, dtype or value, and at which input) and then, when
 the wrong answer matches a *classic mistake* (several of them made by the course's sources), names the mistake.
 
@@ -32,7 +34,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from .t5 import t5_relative_position_bucket
+from ._validation import (
+    check_bool,
+    check_callable,
+    check_choice,
+    check_float,
+    check_int,
+    check_optional_str,
+    check_str,
+    check_str_sequence,
+)
 
 __all__ = [
     "EXERCISES",
@@ -61,6 +72,8 @@ INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "u
 #: tolerance floor for a float32 answer, relative to the largest reference magnitude (float32 eps is 1.2e-7; a
 #: correct float32 computation of these formulas stays well inside 2e-5, every classic mistake is off by >1e-2)
 FLOAT32_RELATIVE_TOLERANCE = 2e-5
+#: the statuses of an :class:`Outcome`
+OUTCOME_STATUSES = ("ok", "stub", "error", "missing", "timeout", "invalid")
 
 
 @dataclass
@@ -85,6 +98,18 @@ class CheckReport:
     difference: str | None = None
     hidden: bool = False
     library_called: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        check_str("exercise", self.exercise)
+        check_bool("passed", self.passed)
+        check_int("cases_run", self.cases_run, minimum=0)
+        check_int("cases_total", self.cases_total, minimum=0)
+        if self.cases_run > self.cases_total:
+            raise ValueError(f"cases_run ({self.cases_run}) must be <= cases_total ({self.cases_total})")
+        for name in ("failed_case", "expected", "got", "mistake", "hint", "error", "difference"):
+            check_optional_str(name, getattr(self, name))
+        check_bool("hidden", self.hidden)
+        check_str_sequence("library_called", self.library_called)
 
     @property
     def score(self) -> float:
@@ -139,6 +164,24 @@ class Case:
     hint: str | None = None
     hidden: bool = False
 
+    def __post_init__(self) -> None:
+        check_str("name", self.name)
+        if not isinstance(self.args, tuple):
+            raise TypeError(f"args must be a tuple, got {type(self.args).__name__}")
+        if not isinstance(self.expected, np.ndarray) or self.expected.dtype.kind not in "biuf":
+            raise TypeError(f"expected must be a numeric np.ndarray, got {type(self.expected).__name__}")
+        check_float("atol", self.atol, minimum=0.0)
+        check_bool("exact", self.exact)
+        if self.dtypes is not None:
+            check_str_sequence("dtypes", self.dtypes, kind=tuple)
+        if self.atol32 is not None:
+            check_float("atol32", self.atol32, minimum=0.0)
+        if not isinstance(self.mistakes, tuple) or not all(
+                isinstance(m, tuple) and len(m) == 2 and isinstance(m[0], str) for m in self.mistakes):
+            raise TypeError("mistakes must be a tuple of (description, wrong answer) pairs")
+        check_optional_str("hint", self.hint)
+        check_bool("hidden", self.hidden)
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -150,6 +193,15 @@ class Outcome:
     value: np.ndarray | None = None
     error: str | None = None
     library_called: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_choice("status", self.status, OUTCOME_STATUSES)
+        if self.value is not None and not isinstance(self.value, np.ndarray):
+            raise TypeError(f"value must be None or an np.ndarray (see to_output), got {type(self.value).__name__}")
+        if self.status == "ok" and self.value is None:
+            raise ValueError("value must be given when status is 'ok'")
+        check_optional_str("error", self.error)
+        check_str_sequence("library_called", self.library_called, kind=tuple)
 
 
 @dataclass(frozen=True)
@@ -171,6 +223,17 @@ class Exercise:
     cases: Callable[[np.random.Generator | None], list[Case]] | None = None
     library: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        for name in ("id", "function", "chapter", "description"):
+            if not check_str(name, getattr(self, name)):
+                raise ValueError(f"{name} must not be empty")
+        if not self.function.isidentifier():
+            raise ValueError(f"function must be a Python identifier, got {self.function!r}")
+        check_callable("check", self.check)
+        if self.cases is not None:
+            check_callable("cases", self.cases)
+        check_str_sequence("library", self.library, kind=tuple, nonempty_items=True)
+
 
 EXERCISES: dict[str, Exercise] = {}
 
@@ -182,6 +245,7 @@ def chapters() -> list[str]:
 
 def exercises_for_chapter(chapter: str) -> list[str]:
     """Ids of the exercises of ``chapter`` (a notebook's file name without ``.ipynb``), in registry order."""
+    check_str("chapter", chapter)
     if chapter not in chapters():
         raise ValueError(f"chapter {chapter!r} has no coding exercises; chapters with exercises: {', '.join(chapters())}")
     return [ex.id for ex in EXERCISES.values() if ex.chapter == chapter]
@@ -288,6 +352,15 @@ def _difference(case: Case, got: np.ndarray) -> str | None:
 
 def judge(exercise: str, cases: Sequence[Case], outcomes: Sequence[Outcome | None]) -> CheckReport:
     """The verdict on ``outcomes[i]`` (what came back for ``cases[i]``; None: not run). Never raises."""
+    check_str("exercise", exercise)
+    if isinstance(cases, (str, bytes)) or not isinstance(cases, Sequence) \
+            or not all(isinstance(c, Case) for c in cases):
+        raise TypeError(f"cases must be a sequence of Case, got {type(cases).__name__}")
+    if isinstance(outcomes, (str, bytes)) or not isinstance(outcomes, Sequence) \
+            or not all(o is None or isinstance(o, Outcome) for o in outcomes):
+        raise TypeError(f"outcomes must be a sequence of Outcome or None, got {type(outcomes).__name__}")
+    if len(outcomes) != len(cases):
+        raise ValueError(f"outcomes must have one entry per case: {len(cases)} cases, {len(outcomes)} outcomes")
     total = len(cases)
     called = sorted({name for o in outcomes if o is not None for name in o.library_called})
     for n, (case, outcome) in enumerate(zip(cases, outcomes), start=1):
@@ -337,7 +410,13 @@ def fresh_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def call_case(fn: Callable[..., Any], args: tuple[Any, ...]) -> Outcome:
-    """Call ``fn(*args)`` (on copies) and turn the result or the exception into an :class:`Outcome`."""
+    """Call ``fn(*args)`` (on copies) and turn the result or the exception into an :class:`Outcome`.
+
+    ``fn`` must be callable and ``args`` a tuple (``TypeError`` otherwise); what ``fn`` raises or returns is the
+    student's and never raises here."""
+    check_callable("fn", fn)
+    if not isinstance(args, tuple):
+        raise TypeError(f"args must be a tuple, got {type(args).__name__}")
     try:
         value = fn(*fresh_args(args))
     except NotImplementedError:
@@ -355,8 +434,9 @@ def check(exercise_id: str, fn: Callable[..., Any] | None) -> CheckReport:
     errors; an unknown id is a ``ValueError``). ``fn=None`` (the function is not defined, e.g. its cell was deleted)
     gives a failed report that says so. This is feedback for the student; the grade comes from the grader.
     """
+    check_str("exercise_id", exercise_id)
     if exercise_id not in EXERCISES:
-        raise ValueError(f"unknown exercise {exercise_id!r}; known: {', '.join(sorted(EXERCISES))}")
+        raise ValueError(f"unknown exercise {exercise_id!r} (exercise_id); known: {', '.join(sorted(EXERCISES))}")
     exercise = EXERCISES[exercise_id]
     try:
         cases = exercise.cases(None) if exercise.cases else []
@@ -552,6 +632,29 @@ def _rope_rotation_cases(rng: np.random.Generator | None) -> list[Case]:
     return cases
 
 
+def _t5_buckets(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
+    """T5's bucket function, transcribed (not imported) from its published implementation: Mesh TensorFlow
+    ``transformer/attention.py::_relative_position_bucket`` as ported to PyTorch by Hugging Face
+    (``transformers/models/t5/modeling_t5.py``, ``T5Attention._relative_position_bucket``). Same operations in the
+    same order, float32 logarithm included, so that a correct student answer written the usual way matches exactly.
+    ``relative_position`` is ``key - query``; written independently of ``course_pe.t5``."""
+    ret = torch.zeros_like(relative_position)
+    n = -relative_position
+    if bidirectional:
+        num_buckets //= 2
+        ret = ret + (n < 0).to(torch.long) * num_buckets
+        n = torch.abs(n)
+    else:
+        n = torch.max(n, torch.zeros_like(n))
+    max_exact = num_buckets // 2
+    is_small = n < max_exact
+    val_if_large = max_exact + (
+        torch.log(n.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    ).to(torch.long)
+    val_if_large = torch.min(val_if_large, torch.full_like(val_if_large, num_buckets - 1))
+    return ret + torch.where(is_small, n, val_if_large)
+
+
 @_register("t5_bucket", "t5_bucket", "relative", "T5 relative-position buckets for key - query",
            library=("course_pe.t5.t5_relative_position_bucket", "course_pe.t5.T5RelativeBias.forward"))
 def _t5_bucket_cases(rng: np.random.Generator | None) -> list[Case]:
@@ -565,9 +668,8 @@ def _t5_bucket_cases(rng: np.random.Generator | None) -> list[Case]:
     cases = []
     for bidirectional, nb, md, hidden in settings:
         rel = torch.arange(-300, 301) if hidden else torch.arange(-200, 201)
-        # reference: the library's implementation, itself tested against an independent one (tests/test_relative.py)
-        expected = t5_relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=nb, max_distance=md).numpy()
-        flipped = t5_relative_position_bucket(-rel, bidirectional=bidirectional, num_buckets=nb, max_distance=md).numpy()
+        expected = _t5_buckets(rel, bidirectional, nb, md).numpy()
+        flipped = _t5_buckets(-rel, bidirectional, nb, md).numpy()
         cases.append(Case(
             f"offsets {int(rel[0])} ... {int(rel[-1])}, bidirectional={bidirectional}, num_buckets={nb}, "
             f"max_distance={md}", (rel, bidirectional, nb, md), expected, exact=True, dtypes=INT_DTYPES, hidden=hidden,

@@ -49,6 +49,18 @@ from pathlib import Path
 import numpy as np
 
 from .exercises import EXERCISES, CheckReport, Outcome, chapters, exercises_for_chapter, judge
+from ._validation import (
+    check_argv,
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_optional_int,
+    check_optional_str,
+    check_path,
+    check_str,
+    check_str_sequence,
+)
 from .gradebook import Gradebook
 from .sandbox import Sandbox, SandboxDied, SandboxLimits, SandboxTimeout, isolation_level
 
@@ -67,6 +79,8 @@ __all__ = [
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 MAX_RESTARTS = 4
+#: the statuses of an :class:`ExerciseGrade`
+GRADE_STATUSES = ("passed", "failed", "not graded", "unreadable")
 
 
 @dataclass
@@ -78,6 +92,13 @@ class ExerciseGrade:
     max_score: float
     status: str
     message: str
+
+    def __post_init__(self) -> None:
+        check_str("exercise", self.exercise)
+        self.max_score = check_float("max_score", self.max_score, minimum=0.0)
+        self.score = check_float("score", self.score, minimum=0.0, maximum=self.max_score)
+        check_choice("status", self.status, GRADE_STATUSES)
+        check_str("message", self.message)
 
 
 @dataclass
@@ -93,6 +114,17 @@ class GradeReport:
     isolation: str = ""
     seed: int = 0
     seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        # types only: the rules for names that become file names are the gradebook's (Gradebook.record)
+        for name in ("student", "notebook", "assignment", "isolation"):
+            check_str(name, getattr(self, name))
+        if not isinstance(self.exercises, list) or not all(isinstance(e, ExerciseGrade) for e in self.exercises):
+            raise TypeError(f"exercises must be a list of ExerciseGrade, got {type(self.exercises).__name__}")
+        check_str_sequence("cell_errors", self.cell_errors)
+        check_str_sequence("problems", self.problems)
+        self.seed = check_int("seed", self.seed, minimum=0)
+        self.seconds = check_float("seconds", self.seconds, minimum=0.0)
 
     @property
     def score(self) -> float:
@@ -123,7 +155,8 @@ class GradeReport:
 
 def validate_name(name: str) -> str:
     """Return ``name`` if it is a valid student name, else raise ``ValueError`` naming the rule."""
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+    check_str("name", name)
+    if not NAME_PATTERN.fullmatch(name):
         raise ValueError(f"invalid student name {name!r}: use letters, digits, '-', '_' and '.', starting with a "
                          "letter or digit, at most 64 characters (no '/' or other path parts)")
     return name
@@ -131,6 +164,7 @@ def validate_name(name: str) -> str:
 
 def sanitize_name(text: str) -> str:
     """A valid student name made from ``text`` (a file name): other characters become ``_``."""
+    check_str("text", text)
     name = re.sub(r"[^A-Za-z0-9._-]", "_", text)
     name = re.sub(r"^[^A-Za-z0-9]+", "", name)[:64]
     return name or "student"
@@ -138,7 +172,7 @@ def sanitize_name(text: str) -> str:
 
 def assignment_from_path(path: Path) -> str | None:
     """The chapter named by the folder holding ``path`` or by its file name (longest match), if exactly one."""
-    path = Path(path)
+    path = check_path("path", path)
     for text in (path.parent.name, path.stem):
         found = [c for c in chapters() if c in text]
         if found:
@@ -156,8 +190,9 @@ def read_submission(path: Path) -> list[str]:
 
     Lenient about what grading does not need (outputs, metadata); strict about the rest: a file (not a folder),
     at most 20 MiB, UTF-8 JSON, an object with ``nbformat`` 4 and a list of cells whose sources are text.
+    A ``path`` that is not a str or os.PathLike is a ``TypeError``.
     """
-    path = Path(path)
+    path = check_path("path", path)
     if not path.exists():
         raise ValueError("the file does not exist")
     if not path.is_file():
@@ -270,12 +305,30 @@ def grade_notebook(
     running all cells. ``seed`` draws the hidden cases (default: random, recorded in the report).
     """
     start = time.monotonic()
-    path = Path(path)
-    student = validate_name(student if student is not None else sanitize_name(path.stem))
+    path = check_path("path", path)
+    if student is not None:
+        try:
+            validate_name(student)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"student: {error}") from None
+    student = student if student is not None else validate_name(sanitize_name(path.stem))
+    assignment = check_optional_str("assignment", assignment)
+    if assignment is not None and assignment not in chapters():
+        raise ValueError(f"unknown assignment {assignment!r}; chapters with exercises: {', '.join(chapters())}")
+    if exercises is not None:
+        check_str_sequence("exercises", exercises)
+    if out is not None:
+        out = check_path("out", out)
+    cell_timeout = check_float("cell_timeout", cell_timeout, minimum=0.0, strict_minimum=True)
+    call_timeout = check_float("call_timeout", call_timeout, minimum=0.0, strict_minimum=True)
+    timeout = check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
+    seed = check_optional_int("seed", seed, minimum=0)
+    if limits is not None and not isinstance(limits, SandboxLimits):
+        raise TypeError(f"limits must be None or a SandboxLimits, got {type(limits).__name__}")
     if exercises:
         unknown = [e for e in exercises if e not in EXERCISES]
         if unknown:
-            raise ValueError(f"unknown exercise(s) {unknown}; known: {sorted(EXERCISES)}")
+            raise ValueError(f"unknown exercise(s) {unknown} in exercises; known: {sorted(EXERCISES)}")
         assignment = assignment or "custom"
     else:
         assignment = assignment or assignment_from_path(path)
@@ -396,9 +449,15 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, jobs
                  progress: bool = True, **options) -> list[GradeReport]:
     """Grade every ``*.ipynb`` in ``folder`` (not recursive), ``jobs`` at a time, recording each in the gradebook
     under ``out`` as soon as it is graded. Names come from the file names (sanitised, made unique)."""
-    folder = Path(folder)
+    folder = check_path("folder", folder)
     if not folder.is_dir():
-        raise ValueError(f"{folder} is not a folder")
+        raise ValueError(f"folder {str(folder)!r} is not a folder")
+    assignment = check_optional_str("assignment", assignment)
+    if assignment is not None and assignment not in chapters():
+        raise ValueError(f"unknown assignment {assignment!r}; chapters with exercises: {', '.join(chapters())}")
+    out = check_path("out", out)
+    jobs = check_optional_int("jobs", jobs, minimum=1)
+    check_bool("progress", progress)
     assignment = assignment or assignment_from_path(folder / "x.ipynb")
     if assignment is None and not options.get("exercises"):
         raise ValueError(f"cannot tell which assignment {folder} holds: pass --assignment (ASSIGNMENT=), one of "
@@ -466,7 +525,8 @@ def summary_table(reports: list[GradeReport]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The command line (``python -m course_pe.grade --help``); ``argv`` is None (``sys.argv``) or a list of str."""
+    argv = sys.argv[1:] if argv is None else check_argv("argv", argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebook", type=Path, nargs="?")
     parser.add_argument("--dir", type=Path, help="grade every .ipynb in this folder")

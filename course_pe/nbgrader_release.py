@@ -38,8 +38,9 @@ from pathlib import Path
 
 import nbformat
 
+from ._validation import check_argv, check_float, check_int, check_notebook, check_path, check_str, check_str_sequence
 from .exercises import EXERCISES
-from .workbook import SOLUTION_TAG
+from .workbook import SOLUTION_TAG, _parse
 
 __all__ = [
     "ChapterExercise",
@@ -169,6 +170,12 @@ class ChapterExercise:
     demo_code: list[str] = field(default_factory=list)
     exercise_ids: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        for name in ("label", "prompt", "solution_text"):
+            check_str(name, getattr(self, name))
+        for name in ("solution_cells", "demo_code", "exercise_ids"):
+            check_str_sequence(name, getattr(self, name))
+
     @property
     def is_coding(self) -> bool:
         return bool(self.exercise_ids)
@@ -203,6 +210,7 @@ def chapter_exercises(nb: nbformat.NotebookNode) -> list[ChapterExercise]:
     ``{solution} label`` block, or as the material (markdown and code cells) between ``{solution-start} label`` and
     ``{solution-end}``.
     """
+    check_notebook("nb", nb)
     exercises: list[ChapterExercise] = []
     by_label: dict[str, ChapterExercise] = {}
     gated: ChapterExercise | None = None  # the exercise whose solution-start region we are in
@@ -269,8 +277,9 @@ def answer_cell_source(source: str) -> str:
     Every top-level function keeps its decorators, signature and docstring (a docstring from the registry's description
     is added if it has none); its body goes between ``### BEGIN SOLUTION`` and ``### END SOLUTION``. Other top-level
     statements go into a solution region of their own, so that the released cell holds only the signatures.
+    ``source`` must be valid Python text with some code (``ValueError`` otherwise).
     """
-    tree = ast.parse(source)
+    tree = _parse("source", check_str("source", source))
     lines = source.split("\n")
     described = {ex.function: ex.description for ex in EXERCISES.values()}
     pieces: list[str] = []
@@ -295,14 +304,17 @@ def answer_cell_source(source: str) -> str:
     if loose:
         pieces.insert(0, "\n".join(["### BEGIN SOLUTION", *loose, "### END SOLUTION"]))
     if not pieces:
-        raise ValueError("a solution cell must contain code")
+        raise ValueError("source (a solution cell) must contain code")
     return "\n\n\n".join(pieces) + "\n"
 
 
 def autograder_cell_source(exercise_id: str, points: float) -> str:
-    """The autograder-test cell of a registered exercise: hidden course check first, then the visible examples."""
+    """The autograder-test cell of a registered exercise: hidden course check first, then the visible examples.
+    ``points`` is a finite number > 0."""
+    check_str("exercise_id", exercise_id)
+    points = check_float("points", points, minimum=0.0, strict_minimum=True)
     if exercise_id not in EXERCISES:
-        raise ValueError(f"unknown exercise {exercise_id!r}; known: {', '.join(sorted(EXERCISES))}")
+        raise ValueError(f"unknown exercise {exercise_id!r} (exercise_id); known: {', '.join(sorted(EXERCISES))}")
     name = EXERCISES[exercise_id].function
     visible = VISIBLE_TESTS.get(exercise_id) or (
         f"assert callable(globals().get({name!r})), 'define the function `{name}` and run its cell first'\n"
@@ -346,8 +358,11 @@ def make_source_notebook(
 
     ``chapter`` is the chapter's file stem (used in cell ids and the introduction).
     """
-    if points_code <= 0 or points_written < 0:
-        raise ValueError(f"points must be positive, got points_code={points_code}, points_written={points_written}")
+    check_notebook("nb", nb)
+    if not check_str("chapter", chapter):
+        raise ValueError("chapter must not be empty")
+    points_code = check_float("points_code", points_code, minimum=0.0, strict_minimum=True)
+    points_written = check_float("points_written", points_written, minimum=0.0)
     exercises = chapter_exercises(nb)
     if not any(ex.is_coding for ex in exercises):
         return None
@@ -399,7 +414,11 @@ def make_source_notebook(
 
 
 def config_source(course_id: str = COURSE_ID, *, cell_timeout: int = 120) -> str:
-    """The ``nbgrader_config.py`` written at the root of the course folder."""
+    """The ``nbgrader_config.py`` written at the root of the course folder (``course_id`` a non-empty str,
+    ``cell_timeout`` an integer number of seconds >= 1)."""
+    if not check_str("course_id", course_id):
+        raise ValueError("course_id must not be empty")
+    cell_timeout = check_int("cell_timeout", cell_timeout, minimum=1)
     return textwrap.dedent(f"""\
         # nbgrader configuration for the exercises of "Positional Encoding, Corrected"
         # (written by `make nbgrader`, i.e. python -m course_pe.nbgrader_release, only when this file is absent:
@@ -435,12 +454,18 @@ def write_course(
     coding exercises are skipped. With ``assignment=None`` each chapter is its own assignment, named
     after the chapter's file stem; otherwise all notebooks go into the one assignment named.
     """
-    if assignment is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", assignment):
+    if not isinstance(notebooks, (list, tuple)):
+        raise TypeError(f"notebooks must be a list of paths, got {type(notebooks).__name__}")
+    notebooks = [check_path("notebooks", p) for p in notebooks]
+    out = check_path("out", out)
+    if assignment is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", check_str("assignment", assignment)):
         raise ValueError(f"assignment must be letters, digits, '-' or '_', got {assignment!r}")
-    out = Path(out)
+    points_code = check_float("points_code", points_code, minimum=0.0, strict_minimum=True)
+    points_written = check_float("points_written", points_written, minimum=0.0)
+    if not check_str("course_id", course_id):
+        raise ValueError("course_id must not be empty")
     written = []
     for path in notebooks:
-        path = Path(path)
         chapter = path.stem
         source = make_source_notebook(nbformat.read(path, as_version=4), chapter,
                                       points_code=points_code, points_written=points_written)
@@ -458,6 +483,9 @@ def write_course(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (``python -m course_pe.nbgrader_release --help``); ``argv`` is None (``sys.argv``) or a list
+    of str."""
+    argv = check_argv("argv", argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="+", type=Path, help="chapter notebooks (with solutions)")
     parser.add_argument("--out", type=Path, default=Path("nbgrader"), help="course folder (default: nbgrader/)")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 
+from ._validation import check_argv, check_bool, check_notebook, check_str
 from .exercises import EXERCISES
 
 __all__ = ["exercises_in", "make_student_notebook", "stub_source", "main"]
@@ -39,8 +40,10 @@ ANSWER_PLACEHOLDER = "*Your answer here.*"
 
 
 def stub_source(source: str) -> str:
-    """Replace every top-level function in ``source`` by a stub with the same signature and docstring."""
-    tree = ast.parse(source)
+    """Replace every top-level function in ``source`` by a stub with the same signature and docstring.
+
+    ``source`` must be Python text defining at least one top-level function (``ValueError`` otherwise)."""
+    tree = _parse("source", check_str("source", source))
     stubs = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -58,17 +61,27 @@ def stub_source(source: str) -> str:
             stub.body = body
             stubs.append(ast.unparse(ast.fix_missing_locations(stub)))
     if not stubs:
-        raise ValueError("a cell tagged 'solution' must define at least one function")
+        raise ValueError("source (a cell tagged 'solution') must define at least one function")
     return "\n\n\n".join(stubs) + "\n"
 
 
+def _parse(name: str, source: str) -> ast.Module:
+    """``ast.parse``, with a syntax error reported as a ``ValueError`` naming the argument."""
+    try:
+        return ast.parse(source)
+    except SyntaxError as error:
+        raise ValueError(f"{name} is not valid Python: {error.msg} (line {error.lineno})") from None
+
+
 def exercises_in(nb: nbformat.NotebookNode) -> list[str]:
-    """IDs of registered coding exercises whose function is defined in a ``solution`` cell of ``nb``."""
+    """IDs of registered coding exercises whose function is defined in a ``solution`` cell of ``nb`` (an nbformat 4
+    notebook; ``ValueError`` if a solution cell is not valid Python)."""
+    check_notebook("nb", nb)
     names = {ex.function: ex.id for ex in EXERCISES.values()}
     found = []
     for cell in nb.cells:
         if cell.cell_type == "code" and SOLUTION_TAG in cell.metadata.get("tags", []):
-            for node in ast.parse(cell.source).body:
+            for node in _parse("nb (a solution cell)", cell.source).body:
                 if isinstance(node, ast.FunctionDef) and node.name in names and names[node.name] not in found:
                     found.append(names[node.name])
     return found
@@ -109,6 +122,8 @@ def make_student_notebook(nb: nbformat.NotebookNode, *, keep_outputs: bool = Fal
     With ``keep_outputs=True`` (for a student edition of the *book*), stored outputs are kept except those of the
     stubs and of the automatic check cells, which would otherwise show a solution's results.
     """
+    check_notebook("nb", nb)
+    check_bool("keep_outputs", keep_outputs)
     student = copy.deepcopy(nb)
     cells = []
     in_solution = False
@@ -137,6 +152,8 @@ def make_student_notebook(nb: nbformat.NotebookNode, *, keep_outputs: bool = Fal
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (``python -m course_pe.workbook --help``); ``argv`` is None (``sys.argv``) or a list of str."""
+    argv = check_argv("argv", argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="+", type=Path, help="solution notebooks")
     parser.add_argument("--out", type=Path, default=Path("workbook"), help="output folder (default: workbook/)")

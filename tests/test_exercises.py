@@ -1,4 +1,8 @@
-"""Reference solutions pass, stubs fail helpfully, and the classic mistakes are named."""
+"""Reference solutions pass, stubs fail helpfully, and the classic mistakes are named.
+
+The reference solutions below are written here without course_pe, and the checks' own references do not call the
+library either: test_references_do_not_depend_on_the_library replaces every library function an exercise locks with a
+wrong one and shows that no expected value changes and that right and wrong answers are still told apart."""
 
 import math
 
@@ -21,27 +25,59 @@ def sinusoidal_table(n, d):
 
 
 def shift_matrix(k, d):
-    return cpe.shift_matrix(k, d)
+    # block i rotates (sin, cos) of pair i by the angle k * w_i: [[cos, sin], [-sin, cos]] (angle addition)
+    w = 10000 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    m = torch.zeros(d, d, dtype=torch.float64)
+    c, s = torch.cos(k * w), torch.sin(k * w)
+    m[0::2, 0::2], m[0::2, 1::2] = torch.diag(c), torch.diag(s)
+    m[1::2, 0::2], m[1::2, 1::2] = torch.diag(-s), torch.diag(c)
+    return m
 
 
 def add_positional_encoding(x):
-    return math.sqrt(x.shape[-1]) * x + cpe.sinusoidal_encoding(x.shape[1], x.shape[-1], dtype=x.dtype)
+    return math.sqrt(x.shape[-1]) * x + sinusoidal_table(x.shape[1], x.shape[-1]).to(x.dtype)
 
 
 def rope_rotation(x, positions):
-    return cpe.apply_rope(x, positions)
+    d = x.shape[-1]
+    theta = 10000 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = positions.to(torch.float64)[:, None] * theta
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = a * torch.cos(angle) - b * torch.sin(angle)
+    out[..., 1::2] = a * torch.sin(angle) + b * torch.cos(angle)
+    return out
 
 
 def t5_bucket(rel, bidirectional, num_buckets, max_distance):
-    return cpe.t5_relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    # vectorised form of tests/test_relative.py::t5_reference (T5's function written out, float32 logarithm)
+    n = -rel.to(torch.long)
+    out = torch.zeros_like(n)
+    if bidirectional:
+        num_buckets //= 2
+        out += (n < 0).long() * num_buckets
+        n = n.abs()
+    else:
+        n = n.clamp(min=0)
+    exact = num_buckets // 2
+    ratio = torch.log(n.clamp(min=1).to(torch.float32) / exact) / math.log(max_distance / exact)
+    large = (exact + (ratio * (num_buckets - exact)).long()).clamp(max=num_buckets - 1)
+    return out + torch.where(n < exact, n, large)
 
 
 def alibi_slopes(n):
-    return cpe.alibi_slopes(n, dtype=torch.float64)
+    # Press et al. (2022): the geometric sequence of the nearest lower power of two, then every other slope of the
+    # next power of two for the remaining heads
+    def powers(m):
+        return [2.0 ** (-8.0 * (k + 1) / m) for k in range(m)]
+
+    low = 1 << (n.bit_length() - 1)
+    return torch.tensor(powers(low) + powers(2 * low)[0::2][: n - low], dtype=torch.float64)
 
 
 def half_to_interleaved(x):
-    return cpe.half_to_interleaved(x)
+    h = x.shape[-1] // 2
+    return torch.stack([x[..., :h], x[..., h:]], dim=-1).flatten(-2)
 
 
 def extrapolation_gap(losses, length):
@@ -225,3 +261,71 @@ def test_registry_interface():
             obj = __import__(module)
             for part in rest.split("."):
                 obj = getattr(obj, part)
+
+
+# ----------------------------------------------------------------------------- references independent of the library
+
+
+def _break_library(monkeypatch, dotted_names):
+    """Replace each locked library function (and every alias of it in course_pe's namespaces) by a wrong one."""
+    import importlib
+
+    import course_pe.exercises as exercises_module
+
+    def wrong(*args, **kwargs):
+        raise AssertionError("a check called the library it checks")
+
+    for dotted in dotted_names:
+        parts = dotted.split(".")
+        for split in range(len(parts) - 1, 0, -1):
+            try:
+                owner = importlib.import_module(".".join(parts[:split]))
+                break
+            except ImportError:
+                continue
+        for attr in parts[split:-1]:
+            owner = getattr(owner, attr)
+        original = getattr(owner, parts[-1])
+        monkeypatch.setattr(owner, parts[-1], wrong)
+        for namespace in (cpe, exercises_module):
+            for name, value in list(vars(namespace).items()):
+                if value is original:
+                    monkeypatch.setattr(namespace, name, wrong)
+
+
+@pytest.mark.parametrize("exercise_id", sorted(EXERCISES))
+def test_references_do_not_depend_on_the_library(exercise_id, monkeypatch):
+    ex = EXERCISES[exercise_id]
+    before = [(c.name, c.expected, [m for _, m in c.mistakes]) for c in ex.cases(np.random.default_rng(7))]
+    _break_library(monkeypatch, ex.library)
+    after = [(c.name, c.expected, [m for _, m in c.mistakes]) for c in ex.cases(np.random.default_rng(7))]
+    assert [a[0] for a in after] == [b[0] for b in before]
+    for (_, e0, m0), (_, e1, m1) in zip(before, after):
+        assert np.array_equal(e0, e1) and all(np.array_equal(x, y) for x, y in zip(m0, m1))
+    # with the library broken, a right answer (written here) still passes and a wrong one still fails
+    assert check(exercise_id, REFERENCES[ex.function]).passed
+    assert not check(exercise_id, lambda *args: REFERENCES[ex.function](*args) + 1).passed
+
+
+def test_t5_check_uses_an_independent_reference(monkeypatch):
+    """If the library's bucket function were wrong, the check would still accept T5's function and reject the
+    wrong one: the reference is a transcription of T5's code, not the library."""
+    import course_pe.t5 as t5_module
+
+    real = t5_module.t5_relative_position_bucket
+
+    def off_by_one(rel, **kw):
+        return real(rel, **kw).clamp(max=kw.get("num_buckets", 32) - 2)  # the last bucket never used
+
+    monkeypatch.setattr(t5_module, "t5_relative_position_bucket", off_by_one)
+    monkeypatch.setattr(cpe, "t5_relative_position_bucket", off_by_one)
+    monkeypatch.setattr(cpe.exercises, "t5_relative_position_bucket", off_by_one, raising=False)  # an import of it
+    assert check("t5_bucket", t5_bucket).passed
+    report = check("t5_bucket", lambda r, b, n, m: off_by_one(r, bidirectional=b, num_buckets=n, max_distance=m))
+    assert not report.passed and report.difference.startswith("value")
+    # and the transcription agrees with test_relative's scalar reference on hidden settings too
+    from test_relative import t5_reference
+
+    for case in EXERCISES["t5_bucket"].cases(np.random.default_rng(3)):
+        rel, bidirectional, nb, md = case.args
+        assert case.expected.tolist() == [t5_reference(int(r), bidirectional, nb, md) for r in rel]

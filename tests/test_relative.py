@@ -214,3 +214,87 @@ def test_t5_smallest_valid_bucket_counts_and_boundaries():
     assert got.tolist() == [t5_reference(r, True, 4, 8) for r in range(-3, 4)]
     with pytest.raises(ValueError, match="max_distance"):  # max_distance == exact buckets: log(1) = 0 divisor
         t5_relative_position_bucket(torch.tensor([1]), num_buckets=32, max_distance=8)
+
+
+# ----------------------------------------------------------------------------- found by mutation testing (tests/MUTATION.md)
+
+
+def test_t5_defaults_are_t5s():
+    """Without arguments the buckets are T5's: 32 buckets, bidirectional, max_distance 128."""
+    rel = torch.arange(-300, 301)
+    expected = [t5_reference(int(r), True, 32, 128) for r in rel]
+    assert t5_relative_position_bucket(rel).tolist() == expected
+    bias = T5RelativeBias(1)
+    weights = bias.embedding.weight[:, 0]
+    got = bias(1, 301, query_offset=300)[0, 0, 0]  # key - query = -300 ... 0
+    assert torch.equal(got, weights[torch.tensor(expected[:301])])
+
+
+def test_t5_too_few_buckets_names_the_minimum():
+    with pytest.raises(ValueError, match=r"^num_buckets=2 leaves no exact buckets; use at least 4$"):
+        t5_relative_position_bucket(torch.arange(3), num_buckets=2)
+    with pytest.raises(ValueError, match=r"^num_buckets=1 leaves no exact buckets; use at least 2$"):
+        t5_relative_position_bucket(torch.arange(3), bidirectional=False, num_buckets=1)
+
+
+def test_t5_module_validates_its_own_combination_and_uses_it():
+    """The module checks (num_buckets, max_distance, bidirectional) as given, and forward uses the same values."""
+    T5RelativeBias(2, bidirectional=False, num_buckets=5, max_distance=20)  # odd is fine when causal
+    with pytest.raises(ValueError, match="max_distance"):
+        T5RelativeBias(2, num_buckets=32, max_distance=8)  # 8 exact buckets: max_distance must exceed 8
+    for bidirectional, nb, md in [(True, 8, 20), (False, 6, 50), (True, 32, 64)]:
+        module = T5RelativeBias(3, bidirectional=bidirectional, num_buckets=nb, max_distance=md)
+        got = module(4, 200)[0]  # (heads, q, k); queries are the last 4 positions
+        rel = torch.arange(200)[None, :] - (196 + torch.arange(4))[:, None]
+        buckets = torch.tensor([[t5_reference(int(r), bidirectional, nb, md) for r in row] for row in rel])
+        assert torch.equal(got, module.embedding.weight[buckets].permute(2, 0, 1))
+
+
+def test_t5_init_std_is_small():
+    torch.manual_seed(0)
+    weights = T5RelativeBias(256).embedding.weight  # 32 * 256 draws of N(0, 0.02^2)
+    weights = weights.detach()
+    assert 0.018 < float(weights.std()) < 0.022 and abs(float(weights.mean())) < 0.002
+
+
+def test_t5_forward_keeps_queries_and_keys_on_the_device_asked_for():
+    # on the meta device (no data): queries and keys must both be made there, or the subtraction fails
+    assert T5RelativeBias(2)(3, 4, device="meta").shape == (1, 2, 3, 4)
+
+
+def test_messages_start_with_the_argument_name():
+    """The bad-input registry only asks that the name appear somewhere; these messages begin with it."""
+    for call in (lambda: alibi_slopes(2, dtype=torch.int64), lambda: alibi_bias(2, 3, 3, dtype=torch.int64)):
+        with pytest.raises(TypeError, match=r"^dtype must be"):
+            call()
+    for call in (lambda: alibi_bias(2, 3, 3, device="nonsense"), lambda: T5RelativeBias(2)(3, 3, device="nonsense"),
+                 lambda: alibi_bias(2, 3, 3, device=3.5), lambda: T5RelativeBias(2)(3, 3, device=3.5)):
+        with pytest.raises((TypeError, ValueError), match=r"^device (is not|must be)"):
+            call()
+
+
+def test_alibi_dtypes_follow_the_argument():
+    assert alibi_slopes(4).dtype == torch.float32 and alibi_bias(2, 3, 3).dtype == torch.float32
+    for dtype in (torch.float16, torch.bfloat16, torch.float64):
+        assert alibi_slopes(4, dtype=dtype).dtype == dtype
+        assert alibi_bias(2, 3, 3, dtype=dtype).dtype == dtype
+
+
+def test_alibi_bias_is_computed_in_float64():
+    """-m_h * (i - j) with the float64 slope. From 16 heads on the slopes 2^(-8(h+1)/n) are not powers of two, and a
+    slope rounded to float32 first would differ in the last bits (reference: Press et al.'s formula, written out)."""
+    n = 20  # the 16 slopes of 16 heads, then every other slope of 32 heads for the remaining 4
+    slopes = [2.0 ** (-8.0 * (h + 1) / 16) for h in range(16)] + [2.0 ** (-8.0 * (h + 1) / 32) for h in range(32)][0::2][:4]
+    got = alibi_bias(n, 5, 7, causal=False, dtype=torch.float64)[0]
+    for h, m in enumerate(slopes):
+        for q in range(5):
+            for k in range(7):
+                assert float(got[h, q, k]) == -m * abs((q + 2) - k)
+    assert any(float(torch.tensor(m, dtype=torch.float32)) != m for m in slopes)  # the case is not vacuous
+
+
+def test_alibi_bias_on_the_meta_device():
+    """Slopes, query and key positions must all be made on the device asked for (mixing devices fails)."""
+    bias = alibi_bias(3, 2, 4, device="meta")
+    assert bias.device.type == "meta" and bias.shape == (1, 3, 2, 4)
+    assert alibi_bias(3, 2, 4, causal=False, device="meta").device.type == "meta"

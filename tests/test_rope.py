@@ -269,3 +269,217 @@ class TestRotaryEmbedding:
             rope(torch.randn(1, 4, 6))
         with pytest.raises(ValueError, match=">= 0"):
             rope(torch.randn(4, 8), torch.tensor([0, 1, -1, 2]))
+
+
+# ----------------------------------------------------------------------------- found by mutation testing (tests/MUTATION.md)
+
+import numpy as np  # noqa: E402
+
+from course_pe.rope import _BLOCK_ELEMENTS, rope_cos_sin, rotate_with_cos_sin  # noqa: E402
+
+
+def numpy_rope(x, positions, *, base=10000.0, layout="interleaved", rotary_dim=None):
+    """RoFormer's rotation (Su et al., eq. 34) written out in NumPy float64, independent of course_pe."""
+    x = np.asarray(x, dtype=np.float64)
+    d = x.shape[-1] if rotary_dim is None else rotary_dim
+    theta = base ** (-2.0 * np.arange(d // 2) / d)
+    angle = np.asarray(positions, dtype=np.float64)[..., None] * theta
+    c, s = np.cos(angle), np.sin(angle)
+    out = x.copy()
+    if layout == "interleaved":
+        a, b = x[..., 0:d:2], x[..., 1:d:2]
+        out[..., 0:d:2], out[..., 1:d:2] = a * c - b * s, b * c + a * s
+    else:
+        a, b = x[..., : d // 2], x[..., d // 2 : d]
+        out[..., : d // 2], out[..., d // 2 : d] = a * c - b * s, b * c + a * s
+    return out
+
+
+def _cos_sin(positions, d, base=10000.0):
+    theta = base ** (-2.0 * torch.arange(d // 2, dtype=torch.float64) / d)
+    angle = positions.to(torch.float64)[:, None] * theta
+    return torch.cos(angle), torch.sin(angle)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("path", ["fused", "grad", "blocks", "strided", "strided-grad"])
+def test_every_arithmetic_path_matches_the_reference(layout, path):
+    """rotate_with_cos_sin has three code paths (fused complex multiply for contiguous interleaved input, an
+    out-of-place one when gradients are needed, blocked in-place kernels otherwise): each must rotate correctly."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 8, generator=g, dtype=torch.float64)
+    positions = torch.tensor([0, 1, 7, 100, 12345])
+    cos, sin = _cos_sin(positions, 8)
+    if path == "grad":
+        x.requires_grad_(True)
+    if path.startswith("strided"):  # a non-contiguous view: never the fused path
+        x = torch.randn(2, 3, 8, 5, generator=g, dtype=torch.float64).transpose(-1, -2)
+        assert not x.is_contiguous()
+        x.requires_grad_(path == "strided-grad")
+    out = rotate_with_cos_sin(x, cos, sin, layout=layout)
+    expected = numpy_rope(x.detach().numpy(), positions.numpy(), layout=layout)
+    assert out.shape == x.shape and out.dtype == x.dtype
+    assert np.allclose(out.detach().numpy(), expected, rtol=0, atol=1e-12)
+    if x.requires_grad:  # and the gradient is the inverse rotation of the upstream gradient (orthogonal map)
+        w = torch.randn(out.shape, generator=g, dtype=torch.float64)
+        (out * w).sum().backward()
+        back = numpy_rope(w.numpy(), -positions.numpy(), layout=layout)
+        assert np.allclose(x.grad.numpy(), back, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_blocks_of_a_long_input_and_broadcast_tables(layout):
+    """More than one block of positions (x larger than _BLOCK_ELEMENTS), and a (1, head_dim // 2) table shared by
+    every position."""
+    seq, d = 2 * _BLOCK_ELEMENTS // 64 + 3, 32  # 2 heads: a little over 4 blocks
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, seq, d, generator=g, dtype=torch.float64)
+    if layout == "interleaved":
+        x = x.transpose(0, 1).contiguous().transpose(0, 1)  # non-contiguous: the blocked path
+    positions = torch.arange(seq)
+    cos, sin = _cos_sin(positions, d)
+    out = rotate_with_cos_sin(x, cos, sin, layout=layout)
+    assert np.allclose(out.numpy(), numpy_rope(x.numpy(), positions.numpy(), layout=layout), rtol=0, atol=1e-9)
+    one_cos, one_sin = _cos_sin(torch.tensor([3]), d)
+    out = rotate_with_cos_sin(x, one_cos, one_sin, layout=layout)
+    assert np.allclose(out.numpy(), numpy_rope(x.numpy(), np.full(seq, 3), layout=layout), rtol=0, atol=1e-9)
+
+
+def test_low_precision_results_keep_the_input_dtype():
+    for x in (torch.zeros(2, 0, 8, dtype=torch.float16), torch.zeros(0, 3, 8, dtype=torch.bfloat16),
+              torch.ones(2, 3, 8, dtype=torch.float16)):
+        cos, sin = _cos_sin(torch.arange(x.shape[-2]), 8)
+        for layout in ("interleaved", "half"):
+            assert rotate_with_cos_sin(x, cos, sin, layout=layout).dtype == x.dtype
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_rotary_embedding_partial_rotary(layout):
+    """rotary_dim < head_dim: the first rotary_dim dimensions rotate (frequencies of width rotary_dim), the rest
+    pass through, at given positions or 0 ... seq - 1."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 3, 6, 12, generator=g, dtype=torch.float64)
+    module = RotaryEmbedding(12, rotary_dim=8, layout=layout)
+    for positions in (None, torch.tensor([5, 0, 3, 2, 9, 40])):
+        pos = np.arange(6) if positions is None else positions.numpy()
+        expected = numpy_rope(x.numpy(), pos, layout=layout, rotary_dim=8)
+        got = module(x, positions)
+        assert got.shape == x.shape and np.allclose(got.numpy(), expected, rtol=0, atol=1e-6)
+        assert torch.equal(got[..., 8:], x[..., 8:])
+        assert np.allclose(apply_rope(x, positions, layout=layout, rotary_dim=8).numpy(), expected, rtol=0, atol=1e-12)
+
+
+def test_rotation_follows_x_to_its_device():
+    """Tables made on the CPU are moved to x's device (the meta device holds no data; mixing devices fails)."""
+    x = torch.empty(2, 3, 8, device="meta")
+    cos, sin = _cos_sin(torch.arange(3), 8)
+    for layout in ("interleaved", "half"):
+        assert rotate_with_cos_sin(x, cos, sin, layout=layout).device.type == "meta"
+    assert interleaved_to_half(x).device.type == "meta" and half_to_interleaved(x).device.type == "meta"
+    assert permute_qk_weights(torch.empty(16, 4, device="meta"), num_heads=2).device.type == "meta"
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_gradient_reaches_tables_that_need_it(layout):
+    """Only cos needs a gradient (e.g. learned frequencies feeding cos but not sin): the differentiable path is
+    taken, d(out)/d(cos) = x's own pair entries."""
+    x = torch.randn(1, 4, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    x = x.transpose(0, 1).contiguous().transpose(0, 1) if layout == "interleaved" else x  # never the fused path
+    cos, sin = _cos_sin(torch.arange(4), 8)
+    cos.requires_grad_(True)
+    rotate_with_cos_sin(x, cos, sin, layout=layout).sum().backward()
+    a, b = (x[..., 0::2], x[..., 1::2]) if layout == "interleaved" else (x[..., :4], x[..., 4:])
+    assert torch.allclose(cos.grad, (a + b).sum(0), rtol=0, atol=1e-12)
+
+
+def test_rope_cos_sin_attention_factor_and_messages():
+    positions, inv = torch.arange(5), torch.tensor([1.0, 0.01], dtype=torch.float64)
+    cos, sin = rope_cos_sin(positions, inv, dtype=torch.float64)
+    cos2, sin2 = rope_cos_sin(positions, inv, dtype=torch.float64, attention_factor=2.0)
+    assert torch.equal(cos2, 2 * cos) and torch.equal(sin2, 2 * sin)
+    with pytest.raises(ValueError, match=r"^attention_factor must be > 0.0, got 0.0"):
+        rope_cos_sin(positions, inv, attention_factor=0.0)
+    with pytest.raises(TypeError, match=r"^dtype must be"):
+        rope_cos_sin(positions, inv, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"^head_dim \(rows of weight per head\) must be even"):
+        permute_qk_weights(torch.zeros(6, 2), num_heads=2)
+    with pytest.raises(ValueError, match=r"^weight has 6 rows, not divisible by num_heads=4$"):
+        permute_qk_weights(torch.zeros(6, 2), num_heads=4)
+
+
+def test_non_finite_x_is_rotated_not_refused():
+    """x may hold NaN or inf (e.g. masked padding): they propagate; only the tables must be finite."""
+    x = torch.ones(1, 3, 4, dtype=torch.float64)
+    x[0, 1, 0] = math.nan
+    for out in (apply_rope(x), apply_rope(x, torch.arange(3)), RotaryEmbedding(4)(x),
+                rotate_with_cos_sin(x, *_cos_sin(torch.arange(3), 4))):
+        assert torch.isnan(out[0, 1, :2]).all() and torch.isfinite(out[0, 0]).all() and torch.isfinite(out[0, 2]).all()
+
+
+def test_rope_messages_say_what_was_given():
+    x = torch.zeros(2, 3, 8)
+    with pytest.raises(ValueError, match=r"^x must be \(\.\.\., seq, head_dim\), got shape \(8,\)$"):
+        apply_rope(torch.zeros(8))
+    with pytest.raises(ValueError, match=r"^positions must have shape \(2, 3\) for x of shape \(2, 5, 3, 8\), got \(3, 3\)$"):
+        apply_rope(torch.zeros(2, 5, 3, 8), torch.zeros(3, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"^positions must be None, \(seq,\) or \(batch, seq\); got shape \(1, 1, 3\)$"):
+        apply_rope(x, torch.zeros(1, 1, 3, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"^positions must be a tensor or None, got list$"):
+        apply_rope(x, [0, 1, 2])
+    with pytest.raises(ValueError, match=r"^inv_freq must have shape \(4,\), got \(3,\)$"):
+        apply_rope(x, inv_freq=torch.ones(3))
+    with pytest.raises(ValueError, match=r"^head_dim \(last dimension of x\) must be even"):
+        apply_rope(torch.zeros(2, 3, 7))
+    with pytest.raises(ValueError, match=r"^rotary_dim \(10\) exceeds head_dim \(8\)$"):
+        RotaryEmbedding(8, rotary_dim=10)
+    assert apply_rope(x, rotary_dim=8).shape == x.shape  # rotary_dim == head_dim is allowed
+    with pytest.raises(TypeError, match=r"^x must be a tensor, got list$"):
+        interleaved_to_half([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"^RotaryEmbedding caches integer positions; use apply_rope for fractional"):
+        RotaryEmbedding(8).cos_sin(torch.tensor([0.5]))
+
+
+def test_rotary_embedding_cache_and_buffers():
+    module = RotaryEmbedding(8)
+    assert module.cached_positions == 2048  # default max_positions
+    assert module.inv_freq.dtype == torch.float32  # the float32 view that checkpoints expose
+    assert dict(module.state_dict()) == {}  # inv_freq and the tables are derived, never saved
+    reference = RotaryEmbedding(8).cos_sin(torch.arange(6))
+    module.half()  # the cache is rebuilt in float64 rather than read back rounded
+    cos, sin = module.cos_sin(torch.arange(6))
+    assert cos.dtype == torch.float64 and torch.equal(cos, reference[0]) and torch.equal(sin, reference[1])
+    assert module.cos_sin(torch.tensor([2.0**53], dtype=torch.float64))[0].shape == (1, 4)  # largest exact position
+    with pytest.raises(ValueError, match=r"^float positions must be at most 2\*\*53"):
+        module.cos_sin(torch.tensor([2.0**53 + 2], dtype=torch.float64))
+
+
+def test_rotary_embedding_dynamic_ntk_uses_the_seq_len_given():
+    scaling = DynamicNTKScaling(2.0, 16)
+    module = RotaryEmbedding(8, scaling=scaling)
+    cos, sin = module.cos_sin(torch.arange(4), seq_len=64)
+    inv, _ = rope_frequencies(8, scaling=scaling, seq_len=64, dtype=torch.float64)
+    angle = torch.arange(4, dtype=torch.float64)[:, None] * inv
+    assert torch.allclose(cos, angle.cos(), rtol=0, atol=1e-12) and torch.allclose(sin, angle.sin(), rtol=0, atol=1e-12)
+
+
+def test_rotary_embedding_beyond_the_cache_keeps_the_attention_factor():
+    scaling = YaRNScaling(4.0, 64)
+    module = RotaryEmbedding(8, scaling=scaling, max_positions=16)
+    inv, factor = rope_frequencies(8, scaling=scaling, dtype=torch.float64)
+    assert factor != 1.0
+    far = torch.tensor([module.cache_limit + 5])
+    cos, sin = module.cos_sin(far)
+    assert torch.allclose(cos, factor * (far.double()[:, None] * inv).cos(), rtol=0, atol=1e-9)
+
+
+def test_rotate_with_cos_sin_refuses_bad_tables_and_widths():
+    x = torch.zeros(3, 8)
+    with pytest.raises(ValueError, match=r"^cos and sin must both have last dimension head_dim // 2 = 4"):
+        rotate_with_cos_sin(x, torch.zeros(3, 3), torch.zeros(3, 3))
+    with pytest.raises(ValueError, match=r"^head_dim \(last dimension of x\) must be even"):
+        rotate_with_cos_sin(torch.zeros(3, 7), torch.zeros(3, 3), torch.zeros(3, 3))
+    with pytest.raises(TypeError, match=r"^positions in torch.float16 have already lost precision .*pass integer or "
+                                        r"float32 positions$"):
+        apply_rope(x[None], torch.zeros(3, dtype=torch.float16))
+    with pytest.raises(ValueError, match=r"^weight must be 1-D or 2-D"):
+        permute_qk_weights(torch.zeros(2, 8, 4), num_heads=2)

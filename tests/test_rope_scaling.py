@@ -156,3 +156,53 @@ def test_yarn_correction_range_accepts_small_bases_and_rejects_equal_betas():
     assert (low, high) == (max(math.floor(corr(32, 1.5)), 0), min(math.ceil(corr(1, 1.5)), d - 1))
     with pytest.raises(ValueError, match="beta_fast"):
         yarn_correction_range(d, 10000.0, L, 2.0, 2.0)
+
+
+# ----------------------------------------------------------------------------- found by mutation testing (tests/MUTATION.md)
+
+
+def test_scaling_fields_are_stored_as_checked_floats():
+    import numpy as np
+
+    for scaling in (LinearScaling(2), NTKScaling(np.float32(2.0)), DynamicNTKScaling(2, 64),
+                    YaRNScaling(2, 64, beta_fast=32, beta_slow=1, attention_factor=1),
+                    Llama3Scaling(8, 8192, low_freq_factor=1, high_freq_factor=4)):
+        for name in ("factor", "beta_fast", "beta_slow", "attention_factor", "low_freq_factor", "high_freq_factor"):
+            if hasattr(scaling, name):
+                assert type(getattr(scaling, name)) is float, (scaling, name)
+
+
+def test_equal_bounds_are_refused():
+    with pytest.raises(ValueError, match=r"^beta_fast \(2.0\) must be greater than beta_slow \(2.0\)"):
+        YaRNScaling(2.0, 64, beta_fast=2.0, beta_slow=2.0)
+    with pytest.raises(ValueError, match=r"^high_freq_factor \(2.0\) must be greater than"):
+        Llama3Scaling(8.0, 8192, low_freq_factor=2.0, high_freq_factor=2.0)
+
+
+def test_dynamic_ntk_at_the_original_length_is_exactly_the_original():
+    # factor * L / L - (factor - 1) is 1 + 2**-50 in floating point for these values: the formula must not be used
+    scaling = DynamicNTKScaling(factor=7.91081440723109, original_max_positions=69805)
+    got, _ = rope_frequencies(8, scaling=scaling, seq_len=69805, dtype=torch.float64)
+    assert torch.equal(got, rope_frequencies(8, dtype=torch.float64)[0])
+
+
+def test_yarn_without_stretch_keeps_attention_scale_one():
+    inv, attention = rope_frequencies(8, scaling=YaRNScaling(1.0, 64))
+    assert attention == 1.0
+
+
+def test_rope_frequencies_argument_bounds():
+    assert rope_frequencies(8, base=1.5, dtype=torch.float64)[0][1].item() == 1.5 ** -0.25  # any base > 1
+    rope_frequencies(8, scaling=DynamicNTKScaling(2.0, 64), seq_len=1)
+    rope_frequencies(8, scaling=DynamicNTKScaling(2.0, 64), seq_len=2**53)
+    for seq_len in (2**53 + 1, 2**54 + 1, 3**53):
+        with pytest.raises(ValueError, match=r"^seq_len must be <= 9007199254740992"):
+            rope_frequencies(8, scaling=DynamicNTKScaling(2.0, 64), seq_len=seq_len)
+    with pytest.raises(TypeError, match=r"^dtype must be"):
+        rope_frequencies(8, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"expected None or one of LinearScaling, NTKScaling, DynamicNTKScaling, "
+                                         r"YaRNScaling, Llama3Scaling$"):
+        rope_frequencies(8, scaling="linear")
+    for scaling in (NTKScaling(2.0), DynamicNTKScaling(2.0, 64)):
+        with pytest.raises(ValueError, match=r"^NTK scalings need head_dim > 2 \(their exponent is d / \(d - 2\)\)$"):
+            rope_frequencies(2, scaling=scaling, seq_len=128)

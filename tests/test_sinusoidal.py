@@ -14,6 +14,7 @@ from course_pe import (
     sinusoidal_frequencies,
     sinusoidal_wavelengths,
 )
+from course_pe.sinusoidal import CACHE_LIMIT
 
 
 def reference(p: int, dim: int, d_model: int, base: float = 10000.0) -> float:
@@ -195,3 +196,61 @@ class TestModule:
             module(torch.zeros(5, 8))
         with pytest.raises(ValueError, match="last dimension 8"):
             module(torch.zeros(2, 5, 6))
+
+
+# ----------------------------------------------------------------------------- found by mutation testing (tests/MUTATION.md)
+
+
+def test_default_base_is_the_papers():
+    d = 8
+    expected = [10000.0 ** (-2 * i / d) for i in range(d // 2)]  # Vaswani et al. (2017), section 3.5
+    assert np.allclose(sinusoidal_frequencies(d), expected, rtol=1e-15, atol=0)
+
+
+def test_dtypes_follow_the_argument_and_messages_name_it():
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        assert shift_matrix(3, 8, dtype=dtype).dtype == dtype
+        assert sinusoidal_encoding(3, 8, dtype=dtype).dtype == dtype
+    for call in (lambda: shift_matrix(3, 8, dtype=torch.int64), lambda: sinusoidal_encoding(3, 8, dtype=torch.int64)):
+        with pytest.raises(TypeError, match=r"^dtype must be"):
+            call()
+    for bad in ("nonsense", 3.5):
+        with pytest.raises((TypeError, ValueError), match=r"^device (is not|must be)"):
+            sinusoidal_encoding(3, 8, device=bad)
+
+
+def test_tables_are_made_on_the_device_asked_for():
+    """The meta device holds no data: a tensor made elsewhere would show (or fail to mix) there."""
+    assert sinusoidal_encoding(3, 8, device="meta").device.type == "meta"
+    module = SinusoidalPositionalEncoding(8).to("meta")
+    assert module.encoding(600).device.type == "meta"  # the cache grows on the module's device
+    assert module.encoding(3, offset=10**7).device.type == "meta"  # beyond the cache: computed there too
+    assert module.half().encoding(2).device.type == "meta"  # rebuilt in float64 on its device
+    x = torch.empty(2, 3, 8, device="meta")
+    assert SinusoidalPositionalEncoding(8)(x).device.type == "meta"  # a CPU module follows its input
+
+
+def test_cache_bounds():
+    module = SinusoidalPositionalEncoding(8)
+    assert module.pe.shape == (512, 8)  # default max_len
+    assert "pe" not in module.state_dict()
+    table = module.pe
+    module.encoding(20)
+    module.encoding(512)  # within the cache: no rebuild
+    assert module.pe is table
+    module.half()
+    module.encoding(2)
+    assert module.pe.dtype == torch.float64 and module.pe.shape == (512, 8)  # rebuilt with its length
+    module.encoding(CACHE_LIMIT)  # grows up to the limit itself ...
+    assert module.pe.shape[0] == CACHE_LIMIT
+    module.encoding(1, offset=CACHE_LIMIT)  # ... and no further
+    assert module.pe.shape[0] == CACHE_LIMIT
+
+
+def test_encoding_rows_and_the_rows_beyond_the_cache():
+    module = SinusoidalPositionalEncoding(6, base=100.0, layout="blocks")
+    assert torch.equal(module.encoding(3), sinusoidal_encoding(3, 6, base=100.0, layout="blocks", dtype=torch.float64))
+    far = module.encoding(3, offset=10**7)
+    expected = sinusoidal_encoding(3, 6, base=100.0, layout="blocks", dtype=torch.float64, start=10**7)
+    assert torch.equal(far, expected)
+    assert module.encoding(0, offset=10**7).shape == (0, 6)
