@@ -69,9 +69,13 @@ test: test-package test-notebooks
 test-package: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
+# Three notebooks compile the sources' Java (javac, javap, java). A reader without a JDK sees those checks announced as
+# not run; under the tests (COURSE_PE_REQUIRE_JDK=1) a missing JDK is a failure, reported here before anything runs.
+JDK_HINT = make test needs a JDK (javac, javap, java) for the notebooks that compile the sources' Java. Debian/Ubuntu: sudo apt-get install default-jdk-headless; macOS: brew install openjdk
 test-notebooks: $(STAMP)
 	@test -n "$(NOTEBOOKS)" || { echo "no notebooks found in _toc.yml"; exit 1; }
-	$(BIN)/python -m pytest -q --nbval --nbval-current-env \
+	@for tool in javac javap java; do command -v $$tool > /dev/null || { echo "==> $(JDK_HINT)"; exit 1; }; done
+	COURSE_PE_REQUIRE_JDK=1 $(BIN)/python -m pytest -q --nbval --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=5 $(NOTEBOOKS)
 
 # Portability: the stored outputs were made with the machine's best kernels and one thread. Re-run every notebook
@@ -90,7 +94,7 @@ book: $(STAMP)
 	$(BIN)/jupyter-book build . --builder html -W -n --keep-going
 
 execute: $(STAMP)
-	$(BIN)/python tools/book_tools.py execute $(NB)
+	COURSE_PE_REQUIRE_JDK=1 $(BIN)/python tools/book_tools.py execute $(NB)
 
 # The student edition is built from a copy of the sources in which every notebook went through the workbook
 # transformation (solutions removed, stored outputs kept except for stubs and check cells); its pages then lose
