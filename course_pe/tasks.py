@@ -63,7 +63,7 @@ def _random_tokens(batch_size: int, seq_len: int, num_symbols: int, generator: t
     return torch.randint(num_symbols, (batch_size, seq_len), generator=generator)
 
 
-#: Longest sequence and largest alphabet for which :meth:`ReverseTask.position_free_optimum` counts exactly.
+#: Longest sequence and largest alphabet for which the tasks' ``position_free_optimum`` methods count exactly.
 MAX_EXACT_LENGTH = 64
 
 #: Largest number of contexts (``num_symbols ** order``) of a :class:`MarkovTask`.
