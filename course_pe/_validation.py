@@ -311,3 +311,17 @@ def check_callable(name: str, value: object) -> object:
     if not callable(value):
         raise TypeError(f"{name} must be callable, got {type(value).__name__}")
     return value
+
+
+def check_qkv(q: object, k: object, v: object, *, same_dtype: bool = True) -> None:
+    """Check attention inputs: floating tensors q ``(batch, heads, q_len, d)``, k ``(batch, heads, k_len, d)`` and
+    v ``(batch, heads, k_len, d_v)``; with ``same_dtype`` also one dtype for all three. Raises TypeError/ValueError."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, "floating", dim=4, finite=False)
+    if same_dtype and not q.dtype == k.dtype == v.dtype:  # type: ignore[union-attr]
+        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")  # type: ignore[union-attr]
+    if k.shape[:3] != v.shape[:3] or q.shape[:2] != k.shape[:2] or q.shape[-1] != k.shape[-1]:  # type: ignore[union-attr]
+        raise ValueError(
+            "expected q (batch, heads, q_len, d), k (batch, heads, k_len, d) and v (batch, heads, k_len, d_v), "
+            f"got {tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"  # type: ignore[union-attr]
+        )

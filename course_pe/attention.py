@@ -38,6 +38,7 @@ from ._validation import (
     check_positive_float,
     check_positive_int,
     check_probability,
+    check_qkv,
     check_tensor,
 )
 from .alibi import alibi_bias, alibi_slopes
@@ -91,15 +92,7 @@ def attention(
 
     Returns ``(output (batch, heads, q_len, head_dim), weights (batch, heads, q_len, k_len))``.
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(name, t, "floating", dim=4, finite=False)
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
-    if k.shape[:3] != v.shape[:3] or q.shape[:2] != k.shape[:2] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            "expected q (batch, heads, q_len, d), k (batch, heads, k_len, d) and v (batch, heads, k_len, d_v), "
-            f"got {tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
-        )
+    check_qkv(q, k, v)
     causal = check_bool("causal", causal)
     dropout = check_probability("dropout", dropout)
     training = check_bool("training", training)

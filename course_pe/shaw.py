@@ -28,6 +28,7 @@ from ._validation import (
     check_last_dim,
     check_nonnegative_int,
     check_positive_int,
+    check_qkv,
     check_tensor,
 )
 
@@ -90,13 +91,7 @@ def shaw_attention(
 
     Returns ``(batch, heads, q_len, head_dim)``, and the weights if ``return_weights``.
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(name, t, "floating", dim=4, finite=False)
-    if k.shape[:3] != v.shape[:3] or q.shape[:2] != k.shape[:2] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            "expected q (batch, heads, q_len, d), k (batch, heads, k_len, d) and v (batch, heads, k_len, d_v), "
-            f"got {tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
-        )
+    check_qkv(q, k, v, same_dtype=False)
     max_distance = check_nonnegative_int("max_distance", max_distance)
     return_weights = check_bool("return_weights", return_weights)
     check_tensor("rel_keys", rel_keys, "floating")
