@@ -32,6 +32,7 @@ from course_pe.grade import (
     sanitize_name,
     validate_name,
 )
+from _class_tool import correct_t5_source
 from course_pe.gradebook import Gradebook
 from course_pe.sandbox import Sandbox, SandboxTimeout, isolation_level
 
@@ -40,23 +41,7 @@ FULL = isolation_level() == "full"
 needs_full_isolation = pytest.mark.skipif(not FULL, reason="needs root and unshare (the limited isolation level "
                                           "does not hide the book; see the instructor guide's threat model)")
 
-GOOD_T5 = """
-import math
-import torch
-def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-    n = -relative_position
-    bucket = torch.zeros_like(n)
-    if bidirectional:
-        num_buckets //= 2
-        bucket += (n < 0).long() * num_buckets
-        n = n.abs()
-    else:
-        n = n.clamp(min=0)
-    max_exact = num_buckets // 2
-    scaled = torch.log(n.clamp(min=1).float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
-    large = (max_exact + scaled.long()).clamp(max=num_buckets - 1)
-    return bucket + torch.where(n < max_exact, n, large)
-"""
+GOOD_T5 = correct_t5_source()  # a correct student answer, written without course_pe (tools/make_class_submissions.py)
 GOOD_SLOPES = """
 import math
 def alibi_slopes(n):
