@@ -104,12 +104,12 @@ book-student: $(STAMP)
 	rm -rf $(STUDENT_SRC) && mkdir -p $(STUDENT_SRC)
 	cp -r book tools _toc.yml references.bib $(STUDENT_SRC)/
 	$(BIN)/python -c "import yaml; c = yaml.safe_load(open('_config.yml')); c['title'] += ' (student edition)'; yaml.safe_dump(c, open('$(STUDENT_SRC)/_config.yml', 'w'), allow_unicode=True)"
-	$(BIN)/python -m course_pe.workbook $(NOTEBOOKS) --out $(STUDENT_SRC) --keep-outputs > /dev/null
+	$(BIN)/python -m course_pe.coursework.workbook $(NOTEBOOKS) --out $(STUDENT_SRC) --keep-outputs > /dev/null
 	$(BIN)/python tools/book_tools.py student-pages $(STUDENT_SRC)
 	$(BIN)/jupyter-book build $(STUDENT_SRC) --path-output _build/student --builder html -W -n --keep-going
 
 workbook: $(STAMP)
-	$(BIN)/python -m course_pe.workbook $(NOTEBOOKS) --out workbook
+	$(BIN)/python -m course_pe.coursework.workbook $(NOTEBOOKS) --out workbook
 
 # NB, DIR, STUDENT, ASSIGNMENT, JOBS and GRADES reach the grader through the environment, unexpanded (a `$(...)` in
 # a file name stays text): no shell, and no make function, ever sees a file or student name.
@@ -122,11 +122,11 @@ grade: export ASSIGNMENT := $(ASSIGNMENT)
 grade: export JOBS := $(JOBS)
 grade: export GRADES := $(GRADES)
 grade: $(STAMP)
-	@$(BIN)/python -m course_pe.grade --from-env --out grades
+	@$(BIN)/python -m course_pe.coursework.grade --from-env --out grades
 
 # nbgrader itself is pinned in requirements.txt: run its commands with .venv/bin on PATH (source .venv/bin/activate).
 nbgrader: $(STAMP)
-	$(BIN)/python -m course_pe.nbgrader_release $(NOTEBOOKS) --out nbgrader
+	$(BIN)/python -m course_pe.coursework.nbgrader_release $(NOTEBOOKS) --out nbgrader
 
 # The site test needs Debian's chromium (/usr/bin/chromium) and playwright (requirements.txt); it tells how to
 # install whichever is missing. Screenshots go to _build/site-test/.

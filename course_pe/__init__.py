@@ -11,14 +11,15 @@ Modules (one concern each):
 * :mod:`course_pe.tasks`, :mod:`course_pe.training` - seeded synthetic tasks and a training loop
 * :mod:`course_pe.permutation` - equivariance checks; :mod:`course_pe.plotting` - figures
 * :mod:`course_pe.reproducibility` - seeds and threads for deterministic notebooks
-* :mod:`course_pe.exercises` - automatic checks for the coding exercises
-* :mod:`course_pe.workbook`, :mod:`course_pe.grade` - student notebooks and grading (``python -m ...``)
+* :mod:`course_pe.coursework` - the coursework tools: exercise checks (``exercises``, also ``course_pe.exercises``),
+  student notebooks (``workbook``), the sandboxed grader (``grade``, ``sandbox``, ``gradebook``) and the nbgrader
+  release (``nbgrader_release``)
 * :mod:`course_pe.benchmark` - RoPE speed comparison (``python -m course_pe.benchmark``)
 
 Conventions: sequences are batch-first; attention tensors are ``(batch, heads, seq, head_dim)``.
 """
 
-from . import exercises
+from .coursework import exercises
 from .alibi import alibi_bias, alibi_slopes
 from .attention import ATTENTION_POSITIONS, MultiHeadAttention, attention, causal_mask
 from .learned import LearnedPositionalEmbedding

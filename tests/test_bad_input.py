@@ -33,20 +33,11 @@ import course_pe  # noqa: E402
 import course_pe as cpe  # noqa: E402
 import nbformat  # noqa: E402
 
-from course_pe import (  # noqa: E402
-    benchmark,
-    exercises,
-    grade,
-    nbgrader_release,
-    plotting,
-    reproducibility,
-    seeds_benchmark,
-    training,
-    workbook,
-)
-from course_pe.grade import ExerciseGrade, GradeReport  # noqa: E402
-from course_pe.gradebook import Gradebook  # noqa: E402
-from course_pe.sandbox import Sandbox, SandboxLimits  # noqa: E402
+from course_pe import benchmark, plotting, reproducibility, seeds_benchmark, training  # noqa: E402
+from course_pe.coursework import exercises, grade, nbgrader_release, workbook  # noqa: E402
+from course_pe.coursework.grade import ExerciseGrade, GradeReport  # noqa: E402
+from course_pe.coursework.gradebook import Gradebook  # noqa: E402
+from course_pe.coursework.sandbox import Sandbox, SandboxLimits  # noqa: E402
 
 # Every module's public API is covered here, the coursework tools (exercises, grade, workbook, nbgrader_release)
 # included; their behaviour on students' submissions is tested in their own files.
@@ -1405,10 +1396,10 @@ def public_callables() -> set[str]:
     """``module.name`` for every public function and class, ``module.Class.method`` for public methods."""
     names: set[str] = set()
     objects = [getattr(course_pe, n) for n in course_pe.__all__]
-    for info in pkgutil.iter_modules(course_pe.__path__):
-        if info.name.startswith("_"):
+    for info in pkgutil.walk_packages(course_pe.__path__, prefix="course_pe."):
+        if info.name.rsplit(".", 1)[-1].startswith("_") or info.ispkg:
             continue
-        module = importlib.import_module(f"course_pe.{info.name}")
+        module = importlib.import_module(info.name)
         objects += [getattr(module, n) for n in getattr(module, "__all__", [])]
     for obj in objects:
         if not (inspect.isfunction(obj) or inspect.isclass(obj)):

@@ -12,7 +12,7 @@ import torch
 
 import course_pe as cpe
 from _class_tool import correct_t5_source
-from course_pe.exercises import EXERCISES, Outcome, call_case, chapters, check, exercises_for_chapter, judge, to_output
+from course_pe.coursework.exercises import EXERCISES, Outcome, call_case, chapters, check, exercises_for_chapter, judge, to_output
 
 # ----------------------------------------------------------------------------- reference solutions (written here)
 
@@ -265,7 +265,7 @@ def _break_library(monkeypatch, dotted_names):
     """Replace each locked library function (and every alias of it in course_pe's namespaces) by a wrong one."""
     import importlib
 
-    import course_pe.exercises as exercises_module
+    import course_pe.coursework.exercises as exercises_module
 
     def wrong(*args, **kwargs):
         raise AssertionError("a check called the library it checks")

@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_pe.grade import (
+from course_pe.coursework.grade import (
     GradeReport,
     ExerciseGrade,
     assignment_from_path,
@@ -33,8 +33,8 @@ from course_pe.grade import (
     validate_name,
 )
 from _class_tool import correct_t5_source
-from course_pe.gradebook import Gradebook
-from course_pe.sandbox import Sandbox, SandboxTimeout, isolation_level
+from course_pe.coursework.gradebook import Gradebook
+from course_pe.coursework.sandbox import Sandbox, SandboxTimeout, isolation_level
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL = isolation_level() == "full"
@@ -175,13 +175,13 @@ def test_a_hang_in_one_exercise_costs_only_that_exercise(world):
 
 def test_replacing_the_check_and_the_registry_gives_nothing(world):
     attack = """
-import course_pe, course_pe.exercises as ex
-from course_pe.exercises import CheckReport
+import course_pe, course_pe.coursework.exercises as ex
+from course_pe.coursework.exercises import CheckReport
 ex.check = lambda exercise_id, fn: CheckReport(exercise_id, True, 1, 1)
 ex.judge = lambda exercise, cases, outcomes: CheckReport(exercise, True, 1, 1)
 for e in list(ex.EXERCISES):
     ex.EXERCISES[e] = ex.EXERCISES[e].__class__(e, ex.EXERCISES[e].function, "relative", ex.check, "", lambda rng: [])
-course_pe.exercises.call_case = lambda fn, args: ex.Outcome("ok", __import__("numpy").zeros(3))
+course_pe.coursework.exercises.call_case = lambda fn, args: ex.Outcome("ok", __import__("numpy").zeros(3))
 """
     report = world.grade("monkeypatch", STUBS, attack)
     assert report.score == 0, report.text()

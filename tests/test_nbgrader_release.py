@@ -19,8 +19,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_pe import nbgrader_release as release
-from course_pe.exercises import EXERCISES
+from course_pe.coursework import nbgrader_release as release
+from course_pe.coursework.exercises import EXERCISES
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -286,7 +286,7 @@ def test_cli_writes_the_course_folder(tmp_path, capsys):
 
 
 MONKEYPATCH = """\
-import course_pe.exercises as _exercises
+import course_pe.coursework.exercises as _exercises
 
 _real_check = _exercises.check
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_pe.exercises import EXERCISES, check
-from course_pe.workbook import exercises_in, make_student_notebook, stub_source
+from course_pe.coursework.exercises import EXERCISES, check
+from course_pe.coursework.workbook import exercises_in, make_student_notebook, stub_source
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))

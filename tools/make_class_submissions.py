@@ -3,7 +3,7 @@
     python tools/make_class_submissions.py OUT_FOLDER [--book-root .]
     make grade DIR=OUT_FOLDER/relative
 
-Each submission starts from the student notebook of ``book/part2/relative.ipynb`` (``course_pe.workbook``), with its
+Each submission starts from the student notebook of ``book/part2/relative.ipynb`` (``course_pe.coursework.workbook``), with its
 two stubs (``t5_bucket``, ``alibi_slopes``) filled in. 30 submissions: correct (float64 and float32), wrong (the
 classic mistakes), hostile (every attack the grader's tests try) and broken (unreadable files). The file name says
 what each is and the score it should get (``..._expect2.ipynb``; unreadable files are expected to get 0).
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_pe.workbook import make_student_notebook
+from course_pe.coursework.workbook import make_student_notebook
 
 T5 = """import math
 import torch
@@ -60,7 +60,7 @@ HARDCODED_SLOPES = ("def alibi_slopes(num_heads):\n    known = {1: [0.00390625],
                     "    return known.get(num_heads, [0.5] * num_heads)\n")
 
 ATTACKS = {
-    "monkeypatch": """import course_pe.exercises as ex
+    "monkeypatch": """import course_pe.coursework.exercises as ex
 ex.check = lambda exercise_id, fn: ex.CheckReport(exercise_id, True, 1, 1)
 ex.judge = lambda exercise, cases, outcomes: ex.CheckReport(exercise, True, 1, 1)
 ex.EXERCISES.clear()

@@ -1,7 +1,7 @@
 """Grade students' notebooks: one submission, or a whole folder in parallel.
 
-    python -m course_pe.grade submission.ipynb [--student NAME] [--assignment CHAPTER] [--out grades/]
-    python -m course_pe.grade --dir submissions/ [--assignment CHAPTER] [--jobs N] [--out grades/]
+    python -m course_pe.coursework.grade submission.ipynb [--student NAME] [--assignment CHAPTER] [--out grades/]
+    python -m course_pe.coursework.grade --dir submissions/ [--assignment CHAPTER] [--jobs N] [--out grades/]
     make grade NB=path/to/submission.ipynb [STUDENT=name] [ASSIGNMENT=chapter]
     make grade DIR=path/to/folder/ [ASSIGNMENT=chapter] [JOBS=n]
 
@@ -13,20 +13,20 @@ The submission is untrusted code; the grader is the only trusted party.
 * **Reading.** The notebook is read as JSON by the grader (nbformat 4 only). Only the sources of code cells are
   used. A file that cannot be read (missing, a folder, empty, not JSON, another nbformat, a cell that is not text)
   still gets a row per exercise, with score 0 and the reason.
-* **Running.** The code cells run one after another in a sandboxed child process (:mod:`course_pe.sandbox`: resource
+* **Running.** The code cells run one after another in a sandboxed child process (:mod:`course_pe.coursework.sandbox`: resource
   limits, fresh folder, scrubbed environment; as root also an unprivileged user id, no network, and the book, the
   gradebook and the other submissions hidden). A cell that raises is recorded and the next cell runs; a cell that
   runs past ``--cell-timeout`` or kills its process is skipped and the notebook is run again without it.
 * **Checking.** The library functions that implement the assignment's exercises are made unavailable (a call is
   recorded and fails). For each exercise the grader sends the inputs of every case, visible and hidden (randomised,
   seeded by ``--seed``), receives only the raw answers (arrays of numbers as ``.npy``, size-limited) and computes the
-  verdict itself (:func:`course_pe.exercises.judge`). Each exercise has its own time limit (``--call-timeout``, for
+  verdict itself (:func:`course_pe.coursework.exercises.judge`). Each exercise has its own time limit (``--call-timeout``, for
   the student's function calls only); a hang or a crash costs that exercise, and the rest are checked in a new
   process.
 * **Recording.** A report on stdout (first line ``Grade report for NAME (NOTEBOOK): X / Y``), the gradebook
   ``<out>/gradebook.sqlite`` (one row per student and exercise; a regrade replaces the student's rows for that
   assignment), the LMS exports ``<out>/grades_wide.csv`` and ``<out>/grades_long.csv``, and
-  ``<out>/<assignment>/<student>.json`` with every detail (see :mod:`course_pe.gradebook`).
+  ``<out>/<assignment>/<student>.json`` with every detail (see :mod:`course_pe.coursework.gradebook`).
 
 Student names: letters, digits, ``-``, ``_`` and ``.``, starting with a letter or digit, at most 64 characters. With
 ``--dir`` they come from the file names, sanitised (other characters become ``_``). Exit status 0 when grading
@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from .exercises import EXERCISES, CheckReport, Outcome, chapters, exercises_for_chapter, judge
-from ._validation import (
+from .._validation import (
     check_argv,
     check_bool,
     check_choice,
@@ -525,7 +525,7 @@ def summary_table(reports: list[GradeReport]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line (``python -m course_pe.grade --help``); ``argv`` is None (``sys.argv``) or a list of str."""
+    """The command line (``python -m course_pe.coursework.grade --help``); ``argv`` is None (``sys.argv``) or a list of str."""
     argv = sys.argv[1:] if argv is None else check_argv("argv", argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebook", type=Path, nargs="?")

@@ -61,7 +61,7 @@ class SandboxLimits:
     startup_seconds: float = 300.0  # interpreter start and imports (not student code)
 
     def __post_init__(self) -> None:
-        from ._validation import check_float, check_positive_int
+        from .._validation import check_float, check_positive_int
 
         for name in ("memory_bytes", "cpu_seconds", "file_bytes", "processes", "open_files", "tmp_bytes",
                      "answer_bytes"):
@@ -179,7 +179,7 @@ class Sandbox:
 
     def __init__(self, *, limits: SandboxLimits = SandboxLimits(), hide: list[Path] | None = None,
                  keep: list[Path] | None = None, isolation: str | None = None) -> None:
-        from ._validation import check_choice
+        from .._validation import check_choice
 
         if not isinstance(limits, SandboxLimits):
             raise TypeError(f"limits must be a SandboxLimits, got {type(limits).__name__}")
@@ -214,7 +214,7 @@ class Sandbox:
             config["workdir"] = str(self._workdir)
             prefix, cwd = [], str(self._workdir)
         command = prefix + [sys.executable, "-I", "-c",
-                            "from course_pe.sandbox import _child_main; _child_main()", json.dumps(config)]
+                            "from course_pe.coursework.sandbox import _child_main; _child_main()", json.dumps(config)]
         self._proc = subprocess.Popen(command, pass_fds=(req_r, ans_w), stdin=subprocess.DEVNULL,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd,
                                       env=_sandbox_env(), start_new_session=True)
@@ -301,7 +301,7 @@ class Sandbox:
     def run_cell(self, source: str, timeout: float) -> str | None:
         """Execute one code cell; return None if it ran, else the error (``"ZeroDivisionError: ..."``).
         ``timeout``: seconds (a finite number > 0)."""
-        from ._validation import check_float, check_str
+        from .._validation import check_float, check_str
 
         check_str("source", source)
         timeout = check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
@@ -326,7 +326,7 @@ class Sandbox:
         """Call the student's ``function(*args)`` in the child; return an ``exercises.Outcome``."""
         import torch
 
-        from ._validation import check_float, check_str
+        from .._validation import check_float, check_str
         from .exercises import Outcome
 
         if not check_str("function", function).isidentifier():
@@ -497,7 +497,7 @@ def _tripwire(obj: Any, dotted: str) -> Any:
     """Replace the code of function ``obj`` so that every reference to it (even one taken earlier) records the call
     and raises; return a replacement object for attribute lookups when the code cannot be swapped."""
     source = (f"def _unavailable(*args, **kwargs):\n"
-              f"    __import__('sys').modules['course_pe.sandbox'].library_called({dotted!r})\n"
+              f"    __import__('sys').modules['course_pe.coursework.sandbox'].library_called({dotted!r})\n"
               f"    raise RuntimeError({dotted + ' ' + _TRIPWIRE_MARK + '; implement it yourself'!r})\n")
     namespace: dict[str, Any] = {}
     exec(compile(source, "<grader>", "exec"), namespace)
@@ -556,7 +556,7 @@ def _child_main() -> None:  # pragma: no cover - runs in the sandbox (tested thr
     from IPython.core.interactiveshell import InteractiveShell
 
     import course_pe  # noqa: F401
-    from course_pe.exercises import call_case
+    from course_pe.coursework.exercises import call_case
 
     torch.set_num_threads(1)
     if config["isolation"] == "full":

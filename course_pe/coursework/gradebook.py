@@ -70,7 +70,7 @@ class Gradebook:
         Returns the JSON file's path. The student name must already be valid (``grade.validate_name``)."""
         from .grade import validate_name
 
-        # by its fields, not isinstance: ``python -m course_pe.grade`` makes its reports from ``__main__.GradeReport``
+        # by its fields, not isinstance: ``python -m course_pe.coursework.grade`` makes its reports from ``__main__.GradeReport``
         if not all(hasattr(report, a) for a in ("student", "assignment", "notebook", "exercises", "seed", "to_json")):
             raise TypeError(f"report must be a GradeReport, got {type(report).__name__}")
         try:

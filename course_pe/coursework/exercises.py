@@ -13,7 +13,7 @@ In a notebook::
     report = cpe.exercises.check_sinusoidal_table(my_table)
     print(report)
 
-runs the *visible* cases in the student's own kernel, for feedback. The grader (``python -m course_pe.grade``) uses
+runs the *visible* cases in the student's own kernel, for feedback. The grader (``python -m course_pe.coursework.grade``) uses
 the same cases plus *hidden*, randomised ones, calls the student's function in a sandboxed process, gets back only
 the raw outputs (see :func:`to_output`) and computes the verdict itself with :func:`judge`.
 
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._validation import (
+from .._validation import (
     check_bool,
     check_callable,
     check_choice,

@@ -1,6 +1,6 @@
 """Make student notebooks from the course's solution notebooks.
 
-    python -m course_pe.workbook book/part1/sinusoidal.ipynb ... --out workbook/
+    python -m course_pe.coursework.workbook book/part1/sinusoidal.ipynb ... --out workbook/
     make workbook                      # every chapter in the TOC, into workbook/
 
 The chapters are the source of truth and contain the solutions. A student version differs as follows:
@@ -10,7 +10,7 @@ The chapters are the source of truth and contain the solutions. A student versio
 * everything else inside a solution (the prose and cells between ``{solution-start}`` and ``{solution-end}``, and
   ``{solution}`` directive blocks) is removed and replaced by a short "your answer" placeholder;
 * all outputs and execution counts are cleared (students run the notebook themselves);
-* the notebook's metadata records which coding exercises it contains (``course_pe.exercises``), for the grader.
+* the notebook's metadata records which coding exercises it contains (``course_pe.coursework.exercises``), for the grader.
 
 The exercise text, the automatic check cells (``cpe.exercises.check_...``) and the rest of the chapter stay.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from ._validation import check_argv, check_bool, check_notebook, check_str
+from .._validation import check_argv, check_bool, check_notebook, check_str
 from .exercises import EXERCISES
 
 __all__ = ["exercises_in", "make_student_notebook", "stub_source", "main"]
@@ -152,7 +152,7 @@ def make_student_notebook(nb: nbformat.NotebookNode, *, keep_outputs: bool = Fal
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line (``python -m course_pe.workbook --help``); ``argv`` is None (``sys.argv``) or a list of str."""
+    """The command line (``python -m course_pe.coursework.workbook --help``); ``argv`` is None (``sys.argv``) or a list of str."""
     argv = check_argv("argv", argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="+", type=Path, help="solution notebooks")

@@ -1,6 +1,6 @@
 """Write an nbgrader course folder from the course's chapters and exercise registry.
 
-    python -m course_pe.nbgrader_release book/part1/sinusoidal.ipynb ... --out nbgrader/
+    python -m course_pe.coursework.nbgrader_release book/part1/sinusoidal.ipynb ... --out nbgrader/
     make nbgrader                      # every chapter in the TOC that has coding exercises, into nbgrader/
 
 The output is the *instructor's* side of an nbgrader course::
@@ -13,16 +13,16 @@ The output is the *instructor's* side of an nbgrader course::
 Each source notebook holds the chapter's exercises, in the chapter's order, after a locked set-up cell:
 
 * a coding exercise (a ``solution``-tagged cell of the chapter that defines a function of the registry
-  ``course_pe.exercises.EXERCISES``) becomes an autograded-answer cell, in which each function keeps its signature and
+  ``course_pe.coursework.exercises.EXERCISES``) becomes an autograded-answer cell, in which each function keeps its signature and
   docstring and its body lies between ``### BEGIN SOLUTION`` and ``### END SOLUTION``, followed by a locked
   autograder-test cell worth ``--points-code`` points. Its hidden tests (``### BEGIN HIDDEN TESTS``) call
-  ``course_pe.exercises.check``, the same check that ``make grade`` runs, so a failure message names the failing case,
+  ``course_pe.coursework.exercises.check``, the same check that ``make grade`` runs, so a failure message names the failing case,
   expected and obtained values and any recognised classic mistake. Its visible tests are small examples taken from
   the book (``VISIBLE_TESTS``), which students can run before submitting;
 * a written exercise becomes a manually graded markdown answer cell worth ``--points-written`` points, holding the
   book's worked solution between the solution markers (nbgrader replaces it by "YOUR ANSWER HERE" on release).
 
-The list of coding exercises comes from the registry, through :func:`course_pe.workbook.exercises_in`, exactly as for
+The list of coding exercises comes from the registry, through :func:`course_pe.coursework.workbook.exercises_in`, exactly as for
 ``make workbook`` and ``make grade``; a new registered exercise appears in all three.
 """
 
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import nbformat
 
-from ._validation import check_argv, check_float, check_int, check_notebook, check_path, check_str, check_str_sequence
+from .._validation import check_argv, check_float, check_int, check_notebook, check_path, check_str, check_str_sequence
 from .exercises import EXERCISES
 from .workbook import SOLUTION_TAG, _parse
 
@@ -323,7 +323,7 @@ def autograder_cell_source(exercise_id: str, points: float) -> str:
         ### BEGIN HIDDEN TESTS
         # The course's own check, the one `make grade` runs: all its cases; a failure names the case, the expected and
         # obtained values, and the classic mistake when it recognises one.
-        import course_pe.exercises as _course_exercises
+        import course_pe.coursework.exercises as _course_exercises
         _report = _course_exercises.check({exercise_id!r}, globals().get({name!r}))
         assert _report.passed, "\\n" + str(_report)
         print(_report)
@@ -421,7 +421,7 @@ def config_source(course_id: str = COURSE_ID, *, cell_timeout: int = 120) -> str
     cell_timeout = check_int("cell_timeout", cell_timeout, minimum=1)
     return textwrap.dedent(f"""\
         # nbgrader configuration for the exercises of "Positional Encoding, Corrected"
-        # (written by `make nbgrader`, i.e. python -m course_pe.nbgrader_release, only when this file is absent:
+        # (written by `make nbgrader`, i.e. python -m course_pe.coursework.nbgrader_release, only when this file is absent:
         # edit freely, a later `make nbgrader` keeps your version).
         c = get_config()  # noqa: F821 (defined by nbgrader when it reads this file)
 
@@ -483,7 +483,7 @@ def write_course(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line (``python -m course_pe.nbgrader_release --help``); ``argv`` is None (``sys.argv``) or a list
+    """The command line (``python -m course_pe.coursework.nbgrader_release --help``); ``argv`` is None (``sys.argv``) or a list
     of str."""
     argv = check_argv("argv", argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
