@@ -8,8 +8,10 @@ odd ``d_model`` or a wrong layout learns what went wrong from the message alone.
 from __future__ import annotations
 
 from collections.abc import Iterable
+import functools
 import math
 import numbers
+import os
 
 import numpy as np
 import torch
@@ -244,6 +246,87 @@ def check_index_range(name: str, value: torch.Tensor, low: int, high: int) -> No
         raise ValueError(f"{name} must be >= {low}, got {lo}")
     if high is not None and hi >= high:
         raise ValueError(f"{name} must be < {high}, got {hi}")
+
+
+# --------------------------------------------------------------------------- bounded cost
+
+#: Environment variable that sets the memory budget in bytes (see :func:`memory_budget`).
+MEMORY_BUDGET_VARIABLE = "COURSE_PE_MAX_BYTES"
+
+
+class MemoryBudgetError(ValueError, MemoryError):
+    """A size argument asks for more memory than the process may use; raised *before* anything is allocated.
+
+    Both a ``ValueError`` (a bad argument, named in the message) and a ``MemoryError``.
+    """
+
+
+@functools.lru_cache(maxsize=1)
+def _machine_bytes() -> int:
+    """Physical memory, lowered to the cgroup's ``memory.max`` and the address-space limit where those are set."""
+    limits = []
+    try:
+        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover (not POSIX)
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            if text.isdigit():
+                limits.append(int(text))
+        except OSError:
+            pass
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
+            limits.append(soft)
+    except (ImportError, OSError, ValueError):  # pragma: no cover (not POSIX)
+        pass
+    return min(limits) if limits else 2**40
+
+
+def memory_budget() -> int:
+    """The most bytes one call of ``course_pe`` may ask for: the machine's memory (physical memory, lowered to a
+    cgroup limit or ``RLIMIT_AS`` where set), or the value of the ``COURSE_PE_MAX_BYTES`` environment variable."""
+    text = os.environ.get(MEMORY_BUDGET_VARIABLE)
+    if text:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{MEMORY_BUDGET_VARIABLE} must be a number of bytes, got {text!r}") from None
+        if value < 1:
+            raise ValueError(f"{MEMORY_BUDGET_VARIABLE} must be a positive number of bytes, got {text!r}")
+        return value
+    return _machine_bytes()
+
+
+def human_bytes(n: int | float) -> str:
+    """``n`` bytes as a short text: ``'512 B'``, ``'1.5 GiB'``, ``'8.0 EiB'``, ``'6.8e+10 YiB'``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"):
+        if abs(value) < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.3g} YiB"
+
+
+def check_memory(name: str, nbytes: int | float, what: str) -> None:
+    """Raise :class:`MemoryBudgetError` naming ``name`` if ``nbytes`` (an estimate of what a call would allocate
+    for ``what``) exceeds :func:`memory_budget`. Call it before allocating."""
+    budget = memory_budget()
+    if nbytes > budget:
+        raise MemoryBudgetError(
+            f"{name} asks for {what}: about {human_bytes(nbytes)}, more than the {human_bytes(budget)} this "
+            f"process may use (the machine's memory; set {MEMORY_BUDGET_VARIABLE} to change the budget)"
+        )
+
+
+def numel(*sizes: int) -> int:
+    """The product of ``sizes`` as an exact Python int (no overflow, unlike ``torch.Size.numel`` past 2**63)."""
+    return math.prod(int(s) for s in sizes)
 
 
 # --------------------------------------------------------------------------- coursework tools (files, notebooks)

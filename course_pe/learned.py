@@ -72,9 +72,10 @@ class LearnedPositionalEmbedding(nn.Module):
             )
 
     def lookup(self, positions: torch.Tensor) -> torch.Tensor:
-        """Rows of the table for integer ``positions`` (any shape); gradients flow to ``weight``."""
+        """Rows of the table for integer ``positions`` (any shape; uint8 ... int64); gradients flow to ``weight``."""
         self._check_positions(positions)
-        return self.weight[positions.to(self.weight.device)]
+        # int64 for indexing: PyTorch reads a uint8 index tensor as a boolean mask, not as row numbers
+        return self.weight[positions.to(device=self.weight.device, dtype=torch.long)]
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         check_tensor("x", x, "floating", finite=False)

@@ -38,6 +38,7 @@ from ._validation import (
     check_even,
     check_float,
     check_index_range,
+    check_int,
     check_positive_float,
     check_positive_int,
     check_tensor,
@@ -48,6 +49,7 @@ RopeLayout = Literal["interleaved", "half"]
 ROPE_LAYOUTS: tuple[str, ...] = ("interleaved", "half")
 
 __all__ = [
+    "MAX_POSITION",
     "ROPE_LAYOUTS",
     "RotaryEmbedding",
     "apply_rope",
@@ -64,7 +66,48 @@ _BLOCK_ELEMENTS = 1 << 20  # elements of x per block in the real-arithmetic path
 #: Positions kept in a cos/sin cache (``RotaryEmbedding`` keeps ``max(max_positions, CACHE_LIMIT)``; ``apply_rope``
 #: caches default tables only up to this length). Beyond it cos and sin are computed for the call and not kept.
 CACHE_LIMIT = 8192
-_EXACT_FLOAT = 2**53  # float positions above this are not exact integers any more
+#: Largest ``|position|`` accepted anywhere in this module: float64 holds every integer up to ``2**53`` exactly, and
+#: beyond it ``2**53 + 1`` rounds to ``2**53``, so two positions would get one rotation without a word.
+MAX_POSITION = 2**53
+
+
+def _check_offset(x: torch.Tensor, offset: object) -> int | torch.Tensor:
+    """``offset`` as an ``int`` in ``[0, MAX_POSITION - seq]`` or a ``(batch,)`` integer tensor (4-D ``x`` only)."""
+    seq = x.shape[-2]
+    if isinstance(offset, torch.Tensor):
+        check_tensor("offset", offset, "integer", dim=1)
+        if x.dim() != 4 or offset.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"a per-sequence offset must have shape (batch,) for x of shape (batch, heads, seq, head_dim); got "
+                f"offset of shape {tuple(offset.shape)} and x of shape {tuple(x.shape)}"
+            )
+        check_index_range("offset", offset, 0, MAX_POSITION - seq + 1)
+        return offset.long()
+    return check_int("offset", offset, minimum=0, maximum=MAX_POSITION - seq)
+
+
+def _default_positions(x: torch.Tensor, offset: int | torch.Tensor) -> torch.Tensor:
+    """``offset, ..., offset + seq - 1`` as int64: ``(seq,)`` for an int offset, ``(batch, seq)`` for a tensor."""
+    positions = torch.arange(x.shape[-2], device=x.device)
+    if isinstance(offset, torch.Tensor):
+        return offset.to(x.device)[:, None] + positions
+    return positions + offset
+
+
+def _check_position_values(name: str, positions: torch.Tensor) -> None:
+    """Refuse positions with ``|p| > MAX_POSITION`` (float64 rounds them: ``2**53 + 1`` becomes ``2**53``)."""
+    if positions.numel() == 0 or _transformed(positions):
+        return
+    low, high = positions.min(), positions.max()
+    if positions.dtype.is_floating_point:
+        bad = float(low) < -MAX_POSITION or float(high) > MAX_POSITION
+    else:
+        bad = int(low) < -MAX_POSITION or int(high) > MAX_POSITION
+    if bad:
+        raise ValueError(
+            f"{name} must lie in [-2**53, 2**53] (float64 holds every integer there exactly; beyond, neighbouring "
+            f"positions round to the same angle), got values from {low.item()} to {high.item()}"
+        )
 
 
 def _resolve_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
@@ -80,9 +123,13 @@ def _resolve_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch
             "pass integer or float32 positions"
         )
     check_tensor("positions", positions, "position")
+    _check_position_values("positions", positions)
     if positions.dim() == 1:
         if positions.shape[0] != seq:
-            raise ValueError(f"positions has length {positions.shape[0]} but x has seq = {seq} (shape {tuple(x.shape)})")
+            raise ValueError(
+                f"positions has length {positions.shape[0]} but x has seq = {seq} (shape {tuple(x.shape)})"
+                + _layout_hint(x, positions.shape[0])
+            )
         return positions.to(device=x.device, dtype=torch.float64)
     if positions.dim() == 2:
         if x.dim() != 4:
@@ -93,10 +140,22 @@ def _resolve_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch
         if positions.shape != (x.shape[0], seq):
             raise ValueError(
                 f"positions must have shape ({x.shape[0]}, {seq}) for x of shape {tuple(x.shape)}, "
-                f"got {tuple(positions.shape)}"
+                f"got {tuple(positions.shape)}" + _layout_hint(x, positions.shape[-1])
             )
         return positions.to(device=x.device, dtype=torch.float64).unsqueeze(1)
     raise ValueError(f"positions must be None, (seq,) or (batch, seq); got shape {tuple(positions.shape)}")
+
+
+def _layout_hint(x: torch.Tensor, length: int) -> str:
+    """A hint for the Hugging Face layout ``(batch, seq, heads, head_dim)``, where the sequence is dim -3 ("" if
+    ``x`` does not look like it)."""
+    if x.dim() == 4 and x.shape[1] == length and x.shape[2] != length:
+        return (
+            "; x looks like (batch, seq, heads, head_dim), the layout of Hugging Face's projections before their "
+            "transpose: pass x.transpose(1, 2) (course_pe rotates along dim -2, the sequence axis of "
+            "(batch, heads, seq, head_dim)) and transpose the result back"
+        )
+    return ""
 
 
 def rope_cos_sin(
@@ -109,11 +168,13 @@ def rope_cos_sin(
     """``cos`` and ``sin`` of ``positions[..., None] * inv_freq``, shape ``positions.shape + (h,)``.
 
     Angles are formed in float64 and rounded once to ``dtype`` (a floating dtype). ``positions`` is an
-    integer or float32/float64 tensor of any shape with finite values; ``inv_freq`` a finite floating
-    ``(h,)`` tensor. Both outputs are multiplied by ``attention_factor`` (a finite number > 0; YaRN's
+    integer or float32/float64 tensor of any shape with finite values in ``[-2**53, 2**53]`` (:data:`MAX_POSITION`;
+    beyond, float64 cannot tell neighbouring integers apart, so larger values are refused); ``inv_freq`` a finite
+    floating ``(h,)`` tensor. Both outputs are multiplied by ``attention_factor`` (a finite number > 0; YaRN's
     temperature, 1.0 otherwise).
     """
     check_tensor("positions", positions, "position")
+    _check_position_values("positions", positions)
     check_tensor("inv_freq", inv_freq, "floating", dim=1)
     check_dtype("dtype", dtype, "floating")
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0, strict_minimum=True)
@@ -214,21 +275,27 @@ def apply_rope(
     base: float = 10000.0,
     layout: RopeLayout = "interleaved",
     rotary_dim: int | None = None,
+    offset: int | torch.Tensor = 0,
 ) -> torch.Tensor:
     """Rotate queries or keys by their positions.
 
     Args:
         x: floating ``(..., seq, head_dim)``, e.g. ``(batch, heads, seq, head_dim)`` (float16, bfloat16,
-            float32 or float64; integer tensors are refused). ``seq`` may be 0.
-        positions: ``None`` (``0 ... seq - 1``), a ``(seq,)`` tensor, or ``(batch, seq)`` (one row per
+            float32 or float64; integer tensors are refused). ``seq`` may be 0. The sequence is dim -2: a
+            Hugging Face projection viewed as ``(batch, seq, heads, head_dim)`` must be transposed first.
+        positions: ``None`` (``offset ... offset + seq - 1``), a ``(seq,)`` tensor, or ``(batch, seq)`` (one row per
             sequence) when ``x`` is ``(batch, heads, seq, head_dim)``. Integer or float32/64 (not bool),
-            finite; any real value (negative, fractional, very large) is a valid position.
+            finite; any real value with ``|p| <= 2**53`` (negative, fractional, very large) is a valid position.
         inv_freq: ``(rotary_dim // 2,)`` frequencies; default ``base ** (-2i / rotary_dim)``
             (see :func:`~course_pe.rope_scaling.rope_frequencies` for scaled ones).
         base: used only when ``inv_freq`` is None.
         layout: ``"interleaved"`` (pairs ``2i, 2i+1``) or ``"half"`` (pairs ``i, i + rotary_dim/2``).
         rotary_dim: rotate only the first ``rotary_dim`` dimensions ("partial rotary", as in GPT-NeoX
             and GPT-J); the rest pass through unchanged. Default: all of ``head_dim``.
+        offset: with ``positions=None``, the position of the first row of ``x``: an ``int >= 0``, or a ``(batch,)``
+            integer tensor (one offset per sequence, for 4-D ``x``). During generation with a KV cache holding
+            ``t`` keys, the new token sits at position ``t``: ``apply_rope(q_new, offset=t)`` uses the cos/sin of row
+            ``t`` of the full-sequence call (the results agree to rounding). Must stay 0 when ``positions`` is given.
 
     Returns:
         A new tensor of ``x``'s shape, dtype and device.
@@ -245,17 +312,24 @@ def apply_rope(
         rotary_dim = check_even("rotary_dim", rotary_dim)
         if rotary_dim > head_dim:
             raise ValueError(f"rotary_dim ({rotary_dim}) exceeds head_dim ({head_dim})")
+    offset = _check_offset(x, offset)
+    if positions is not None and not (isinstance(offset, int) and offset == 0):
+        raise ValueError("offset applies to the default positions only; with explicit positions leave offset=0 "
+                         "(add the offset to the positions instead)")
     table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     if inv_freq is not None:
         check_tensor("inv_freq", inv_freq, "floating")
         if inv_freq.shape != (rotary_dim // 2,):
             raise ValueError(f"inv_freq must have shape ({rotary_dim // 2},), got {tuple(inv_freq.shape)}")
-    if positions is None and inv_freq is None and x.shape[-2] <= CACHE_LIMIT:
+    default_rows = positions is None and isinstance(offset, int) and offset == 0
+    if default_rows and inv_freq is None and x.shape[-2] <= CACHE_LIMIT:
         # the common case: positions 0 ... seq-1 and default frequencies; tables are cached
         cos, sin = _default_cos_sin(x.shape[-2], rotary_dim, float(base), x.device, table_dtype)
     else:
         if inv_freq is None:
             inv_freq, _ = rope_frequencies(rotary_dim, base=base, dtype=torch.float64)
+        if positions is None:
+            positions = _default_positions(x, offset)
         pos = _resolve_positions(x, positions)
         cos, sin = rope_cos_sin(pos, inv_freq, dtype=table_dtype)
     if rotary_dim == head_dim:
@@ -348,9 +422,10 @@ def permute_qk_weights(
 class RotaryEmbedding(nn.Module):
     """RoPE with cached cos/sin tables.
 
-    ``forward(x, positions=None)`` rotates ``x`` of shape ``(..., seq, head_dim)`` (call it on the
+    ``forward(x, positions=None, *, offset=0)`` rotates ``x`` of shape ``(..., seq, head_dim)`` (call it on the
     queries and on the keys). ``x`` is a floating tensor; ``positions`` an integer (or integral
-    float32/float64) tensor of positions >= 0, of shape ``(seq,)`` or ``(batch, seq)``.
+    float32/float64) tensor of positions in ``0 ... 2**53``, of shape ``(seq,)`` or ``(batch, seq)``; without
+    positions the rows sit at ``offset, offset + 1, ...`` (generation with a KV cache: see :meth:`forward`).
     The float64 cos/sin cache covers positions ``0 ... cached_positions - 1`` and is
     held in non-persistent buffers (recomputable, so not saved in ``state_dict``); it grows (by powers of
     two) when a larger position is requested, but never beyond ``cache_limit = max(max_positions,
@@ -436,19 +511,18 @@ class RotaryEmbedding(nn.Module):
     def cos_sin(self, positions: torch.Tensor, *, seq_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """float64 ``cos`` and ``sin`` at ``positions``, shape ``positions.shape + (rotary_dim // 2,)``.
 
-        ``positions``: integer tensor (or float32/float64 holding whole numbers) of values ``>= 0``.
-        ``seq_len`` (dynamic NTK only): the current length, default ``max(positions) + 1``.
+        ``positions``: integer tensor (uint8 included; or float32/float64 holding whole numbers) of values in
+        ``0 ... 2**53``. ``seq_len`` (dynamic NTK only): the current length, default ``max(positions) + 1``.
         """
         check_tensor("positions", positions, "position")
-        if positions.dtype.is_floating_point:
-            if not torch.equal(positions, positions.round()):
-                raise ValueError("RotaryEmbedding caches integer positions; use apply_rope for fractional ones")
-            if positions.numel() and float(positions.abs().max()) > _EXACT_FLOAT:
-                raise ValueError(f"float positions must be at most 2**53 (exact integers), got {float(positions.max())}")
-            positions = positions.long()
+        _check_position_values("positions", positions)
+        if positions.dtype.is_floating_point and not torch.equal(positions, positions.round()):
+            raise ValueError("RotaryEmbedding caches integer positions; use apply_rope for fractional ones")
         check_index_range("positions", positions, 0, None)
+        # int64 for indexing: a uint8 index tensor is read by PyTorch as a boolean mask, not as positions
+        positions = positions.long()
         if seq_len is not None:
-            seq_len = check_positive_int("seq_len", seq_len)
+            seq_len = check_int("seq_len", seq_len, minimum=1, maximum=MAX_POSITION + 1)
         needed = int(positions.max()) + 1 if positions.numel() else 1
         device = positions.device
         self._update_frequencies(seq_len if seq_len is not None else needed, device)
@@ -463,16 +537,27 @@ class RotaryEmbedding(nn.Module):
             self._build_cache(min(1 << math.ceil(math.log2(length)), self.cache_limit), device)
         return self.cos_cached[positions], self.sin_cached[positions]
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
-        """Rotate floating ``x`` (``(..., seq, head_dim)``) at ``positions`` (see the class docstring)."""
+    def forward(
+        self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int | torch.Tensor = 0
+    ) -> torch.Tensor:
+        """Rotate floating ``x`` (``(..., seq, head_dim)``) at ``positions`` (see the class docstring).
+
+        ``offset`` (with ``positions=None``): the position of the first row, an ``int >= 0`` or a ``(batch,)``
+        integer tensor for 4-D ``x``. With a KV cache of ``t`` keys, ``rotary(q_new, offset=t)`` rotates the new
+        token by the same cos/sin row as the full-sequence call rotates row ``t`` (the rotated values agree to
+        rounding; for dynamic NTK and LongRoPE the current length is ``offset + seq``).
+        """
         check_tensor("x", x, "floating", min_dim=2, finite=False)
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x must have last dimension head_dim={self.head_dim}, got shape {tuple(x.shape)}")
-        seq = x.shape[-2]
+        offset = _check_offset(x, offset)
         if positions is None:
-            positions = torch.arange(seq, device=x.device)
+            positions = _default_positions(x, offset)
         else:
-            _resolve_positions(x, positions)  # shape checks only
+            if not (isinstance(offset, int) and offset == 0):
+                raise ValueError("offset applies to the default positions only; with explicit positions leave "
+                                 "offset=0 (add the offset to the positions instead)")
+            _resolve_positions(x, positions)  # shape and range checks only
             positions = positions.to(x.device)
         cos, sin = self.cos_sin(positions)
         if positions.dim() == 2:  # (batch, seq, h) -> (batch, 1, seq, h)

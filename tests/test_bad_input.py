@@ -1016,6 +1016,50 @@ REGISTRY: dict[str, Case] = {
                   dict(positions=torch.tensor([LONG, LONG + 1, LONG + 2]), layout="half"),
                   dict(q_nope=randn(1, 2, 3, 0), k_nope=randn(1, 2, 3, 0))],
     ),
+    # -------------------------------------------------------------- positions
+    "positions.position_ids_from_attention_mask": Case(
+        cpe.position_ids_from_attention_mask, lambda: dict(attention_mask=torch.tensor([[0, 1, 1], [1, 1, 1]])),
+        {"attention_mask": st.one_of(bad_tensor((2, 3), "integer").filter(lambda t: not isinstance(t, torch.Tensor)
+                                                                          or t.dtype != torch.bool),
+                                     st.sampled_from([torch.tensor(1), torch.tensor([[0, 2, 1]]),
+                                                      torch.tensor([-1, 1])])),
+         "pad_value": bad_int(0, 2**53)},
+        extremes=[dict(attention_mask=torch.zeros(2, 0, dtype=torch.bool)), dict(pad_value=2**53),
+                  dict(attention_mask=torch.tensor([False, True])), dict(attention_mask=torch.zeros(1, 3, 4, dtype=torch.uint8))],
+    ),
+    "positions.packed_position_ids": Case(
+        cpe.packed_position_ids, lambda: dict(lengths=[3, 2]),
+        {"lengths": st.sampled_from([None, "32", 3, [3, -1], [2.0], [True], torch.tensor([[3, 2]]),
+                                     torch.tensor([3.0]), torch.tensor([3, -2])]),
+         "start": bad_int(0, 2**53)},
+        extremes=[dict(lengths=[]), dict(lengths=[0, 0]), dict(lengths=torch.tensor([1], dtype=torch.uint8)),
+                  dict(start=2**53, lengths=[1])],
+    ),
+    "positions.packed_position_ids_from_boundaries": Case(
+        cpe.packed_position_ids_from_boundaries, lambda: dict(boundaries=[0, 3, 5]),
+        {"boundaries": st.sampled_from([None, "035", 0, [], [1, 3], [0, 3, 2], [0, 1.5], torch.tensor([[0, 1]]),
+                                        torch.tensor([0.0, 1.0])]),
+         "start": bad_int(0, 2**53)},
+        extremes=[dict(boundaries=[0]), dict(boundaries=torch.tensor([0, 0, 4]))],
+    ),
+    "positions.packed_attention_mask": Case(
+        cpe.packed_attention_mask, lambda: dict(lengths=[2, 1]),
+        {"lengths": st.sampled_from([None, "21", [2, -1], [1.5], torch.tensor([2.0])]), "causal": BAD_BOOL},
+        extremes=[dict(lengths=[]), dict(lengths=[0, 3], causal=False)],
+    ),
+    "positions.document_ids_from_position_ids": Case(
+        cpe.document_ids_from_position_ids, lambda: dict(position_ids=torch.tensor([0, 1, 0])),
+        {"position_ids": bad_tensor((3,), "integer", wrong_shapes=((),))},
+        extremes=[dict(position_ids=torch.zeros(0, dtype=torch.long)), dict(position_ids=torch.zeros(2, 0, dtype=torch.long)),
+                  dict(position_ids=torch.tensor([[-(2**63), 2**63 - 1]]))],
+    ),
+    "positions.make_positions": Case(
+        cpe.make_positions, lambda: dict(tokens=torch.tensor([[1, 4, 5]]), padding_idx=1),
+        {"tokens": bad_tensor((1, 3), "integer", wrong_shapes=((3,), (1, 1, 3))), "padding_idx": bad_int(0, 2**53),
+         "past_length": st.one_of(bad_int(0, 2**53), st.just(2**53 - 2))},
+        extremes=[dict(tokens=torch.zeros(2, 0, dtype=torch.long)), dict(past_length=5),
+                  dict(tokens=torch.tensor([[1, 1]], dtype=torch.uint8), padding_idx=0)],
+    ),
     # -------------------------------------------------------------- training with several seeds
     "training.seed_streams": Case(
         cpe.seed_streams, lambda: dict(seed=3), {"seed": bad_int(0, 2**63 - 1 - training.DATA_SEED_OFFSET)},

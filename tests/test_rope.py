@@ -449,8 +449,10 @@ def test_rotary_embedding_cache_and_buffers():
     cos, sin = module.cos_sin(torch.arange(6))
     assert cos.dtype == torch.float64 and torch.equal(cos, reference[0]) and torch.equal(sin, reference[1])
     assert module.cos_sin(torch.tensor([2.0**53], dtype=torch.float64))[0].shape == (1, 4)  # largest exact position
-    with pytest.raises(ValueError, match=r"^float positions must be at most 2\*\*53"):
+    with pytest.raises(ValueError, match=r"^positions must lie in \[-2\*\*53, 2\*\*53\]"):
         module.cos_sin(torch.tensor([2.0**53 + 2], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"^positions must lie in \[-2\*\*53, 2\*\*53\]"):
+        module.cos_sin(torch.tensor([2**53 + 1]))  # an int64 position float64 cannot hold
 
 
 def test_rotary_embedding_dynamic_ntk_uses_the_seq_len_given():
