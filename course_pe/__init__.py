@@ -42,6 +42,7 @@ from .positions import (
 )
 from .reproducibility import make_generator, set_determinism
 from .rope import (
+    MAX_POSITION,
     ROPE_LAYOUTS,
     RotaryEmbedding,
     apply_rope,
@@ -64,14 +65,21 @@ from .rope_nd import (
     xpos_scale,
 )
 from .rope_scaling import (
+    HF_ROPE_TYPES,
     DynamicNTKScaling,
     LinearScaling,
     Llama3Scaling,
+    LongRoPEScaling,
     NTKScaling,
+    ProportionalScaling,
+    RopeConfig,
     RopeScaling,
     YaRNScaling,
+    rope_config_from_hf,
     rope_frequencies,
     yarn_correction_range,
+    yarn_mscale,
+    yarn_softmax_scale,
 )
 from .shaw import ShawRelativePositions, shaw_attention, shaw_relative_positions
 from .sinusoidal import (
@@ -177,6 +185,15 @@ __all__ = [
     "seed_streams",
     "SeedsResult",
     "train_seeds",
+    # RoPE: positions bound, every Hugging Face rope type
+    "MAX_POSITION",
+    "HF_ROPE_TYPES",
+    "LongRoPEScaling",
+    "ProportionalScaling",
+    "RopeConfig",
+    "rope_config_from_hf",
+    "yarn_mscale",
+    "yarn_softmax_scale",
     # position ids for padded, cached and packed batches
     "document_ids_from_position_ids",
     "make_positions",

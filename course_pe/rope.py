@@ -43,7 +43,7 @@ from ._validation import (
     check_positive_int,
     check_tensor,
 )
-from .rope_scaling import DynamicNTKScaling, RopeScaling, rope_frequencies
+from .rope_scaling import DynamicNTKScaling, LongRoPEScaling, RopeScaling, rope_frequencies
 
 RopeLayout = Literal["interleaved", "half"]
 ROPE_LAYOUTS: tuple[str, ...] = ("interleaved", "half")
@@ -435,7 +435,8 @@ class RotaryEmbedding(nn.Module):
 
     With :class:`~course_pe.rope_scaling.DynamicNTKScaling` the frequencies depend on the current length: an input
     longer than ``original_max_positions`` gets stretched frequencies, and a later short input gets
-    the original ones back.
+    the original ones back. :class:`~course_pe.rope_scaling.LongRoPEScaling` switches the same way between its
+    short and long factors (the length is ``max(positions) + 1``, as in Hugging Face's ``dynamic_rope_update``).
 
     Args:
         head_dim: width of a query/key head.
@@ -493,11 +494,14 @@ class RotaryEmbedding(nn.Module):
         self.cos_cached, self.sin_cached = cos, sin
 
     def _update_frequencies(self, seq_len: int, device: torch.device) -> None:
-        """Dynamic NTK: recompute frequencies when the length crosses the original maximum."""
-        if not isinstance(self.scaling, DynamicNTKScaling):
+        """Length-dependent scalings: dynamic NTK recomputes its frequencies for every length beyond the original
+        maximum; LongRoPE switches from its short to its long factors there (and back for a shorter input)."""
+        if not isinstance(self.scaling, (DynamicNTKScaling, LongRoPEScaling)):
             return
         original = self.scaling.original_max_positions
         wanted = seq_len if seq_len > original else None
+        if isinstance(self.scaling, LongRoPEScaling) and wanted is not None:
+            wanted = original + 1  # every length beyond the original gives the same (long) factors
         if wanted == self._freq_seq_len:
             return
         inv_freq, _ = rope_frequencies(

@@ -23,7 +23,7 @@ from course_pe.positions import (
     position_ids_from_attention_mask,
 )
 
-transformers = pytest.importorskip("transformers")
+import transformers  # noqa: E402  (pinned in requirements.txt: a missing package is a failure, not a skip)
 from transformers import DataCollatorWithFlattening  # noqa: E402
 from transformers.generation.utils import GenerationMixin  # noqa: E402
 from transformers.masking_utils import find_packed_sequence_indices  # noqa: E402
