@@ -201,10 +201,19 @@ def check_tensor(
             raise ValueError(f"{name} must be {want}, got shape {tuple(value.shape)}")
     if min_dim is not None and value.dim() < min_dim:
         raise ValueError(f"{name} must have at least {min_dim} dimensions, got shape {tuple(value.shape)}")
-    if finite and value.dtype.is_floating_point and value.numel() and not _wrapped(value) \
+    # a meta tensor has no values to check; what is computed from it is a meta tensor too (shape inference)
+    if finite and value.dtype.is_floating_point and value.numel() and not _wrapped(value) and not value.is_meta \
             and not bool(torch.isfinite(value).all()):
         raise ValueError(f"{name} must hold only finite values (no NaN or inf)")
     return value
+
+
+def require_values(name: str, value: torch.Tensor) -> None:
+    """Raise a ``ValueError`` naming ``name`` if ``value`` is a meta tensor (a shape without values) and the caller is
+    about to read its values. Functions that only compute with shapes accept meta tensors and return meta tensors."""
+    if value.is_meta:
+        raise ValueError(f"{name} is a meta tensor (a shape without values), but its values are needed here; pass a "
+                         "tensor on a real device (cpu, cuda, ...)")
 
 
 def check_dtype(name: str, value: object, kind: str = "floating") -> torch.dtype:
@@ -217,15 +226,23 @@ def check_dtype(name: str, value: object, kind: str = "floating") -> torch.dtype
 
 
 def check_device(name: str, value: object) -> torch.device | None:
-    """``None`` or a valid ``torch.device`` (or a string naming one), as a ``torch.device``."""
+    """``None`` or a valid ``torch.device`` (or a string naming one) that exists on this machine, as a
+    ``torch.device``: ``"cuda"`` without a GPU is a ``ValueError`` naming the argument. ``"meta"`` is accepted (shape
+    inference); functions that need values refuse meta tensors."""
     if value is None:
         return None
     if not isinstance(value, (str, torch.device)):
         raise TypeError(f"{name} must be None, a str or a torch.device, got {type(value).__name__} {value!r}")
     try:
-        return torch.device(value)
+        device = torch.device(value)
     except (RuntimeError, ValueError) as error:
         raise ValueError(f"{name} is not a valid device: {value!r} ({error})") from None
+    if device.type not in ("cpu", "meta"):
+        try:  # an accelerator this build or machine lacks: PyTorch would fail later with an AssertionError
+            torch.empty(0, device=device)
+        except (AssertionError, RuntimeError) as error:
+            raise ValueError(f"{name}={value!r} is not available here: {str(error).splitlines()[0][:200]}") from None
+    return device
 
 
 def check_generator(name: str, value: object) -> torch.Generator | None:
@@ -241,6 +258,7 @@ def check_index_range(name: str, value: torch.Tensor, low: int, high: int) -> No
         return
     if _wrapped(value):
         return
+    require_values(name, value)
     lo, hi = int(value.min()), int(value.max())
     if lo < low:
         raise ValueError(f"{name} must be >= {low}, got {lo}")
@@ -319,9 +337,30 @@ def check_memory(name: str, nbytes: int | float, what: str) -> None:
     budget = memory_budget()
     if nbytes > budget:
         raise MemoryBudgetError(
-            f"{name} asks for {what}: about {human_bytes(nbytes)}, more than the {human_bytes(budget)} this "
+            f"{name}: {what} would need about {human_bytes(nbytes)}, more than the {human_bytes(budget)} this "
             f"process may use (the machine's memory; set {MEMORY_BUDGET_VARIABLE} to change the budget)"
         )
+
+
+def check_module_input(name: str, x: torch.Tensor, module: "torch.nn.Module", *, same_dtype: bool = True) -> None:
+    """``x`` must be on the device of ``module``'s parameters and, with ``same_dtype``, of their dtype: a clear
+    error naming ``name`` instead of PyTorch's "mat1 and mat2 must have the same dtype" or "Tensor on device cpu is
+    not on the expected device meta"."""
+    reference = next(module.parameters(), None)
+    if reference is None:
+        return
+    if x.device != reference.device:
+        raise ValueError(f"{name} is on {x.device} but the module's parameters are on {reference.device}; move one "
+                         f"of them (module.to({str(x.device)!r}) or {name}.to({str(reference.device)!r}))")
+    if same_dtype and x.dtype != reference.dtype:
+        raise TypeError(f"{name} has dtype {x.dtype} but the module's parameters are {reference.dtype}; convert one of "
+                        f"them (module.to({x.dtype}) or {name}.to({reference.dtype}))")
+
+
+def check_same_device(name: str, value: torch.Tensor, other_name: str, other: torch.Tensor) -> None:
+    """Raise a ``ValueError`` naming both tensors if they are on different devices."""
+    if value.device != other.device:
+        raise ValueError(f"{name} is on {value.device} but {other_name} is on {other.device}; put them on one device")
 
 
 def numel(*sizes: int) -> int:
@@ -403,6 +442,8 @@ def check_qkv(q: object, k: object, v: object, *, same_dtype: bool = True) -> No
         check_tensor(name, t, "floating", dim=4, finite=False)
     if same_dtype and not q.dtype == k.dtype == v.dtype:  # type: ignore[union-attr]
         raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")  # type: ignore[union-attr]
+    if not q.device == k.device == v.device:  # type: ignore[union-attr]
+        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device} and {v.device}")  # type: ignore[union-attr]
     if k.shape[:3] != v.shape[:3] or q.shape[:2] != k.shape[:2] or q.shape[-1] != k.shape[-1]:  # type: ignore[union-attr]
         raise ValueError(
             "expected q (batch, heads, q_len, d), k (batch, heads, k_len, d) and v (batch, heads, k_len, d_v), "

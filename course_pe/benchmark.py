@@ -30,12 +30,23 @@ from dataclasses import dataclass
 
 import torch
 
-from ._validation import check_even, check_float, check_int, check_positive_int, check_str, check_tensor
+from ._validation import (
+    check_even,
+    check_float,
+    check_int,
+    check_memory,
+    check_positive_int,
+    check_same_device,
+    check_str,
+    check_tensor,
+    numel,
+)
 from .rope import apply_rope, rope_cos_sin
 from .rope_scaling import rope_frequencies
 
 __all__ = [
     "BenchmarkRow",
+    "MAX_REPEATS",
     "RATIOS",
     "benchmark_ratios",
     "complex_rope",
@@ -46,6 +57,10 @@ __all__ = [
     "textbook_rope",
     "time_call",
 ]
+
+#: Most timed calls (and warm-up calls) one measurement makes: a benchmark that repeats more is not a measurement
+#: but a loop that runs for hours.
+MAX_REPEATS = 100_000
 
 # The ratios the course reports: name -> (numerator row, denominator row, target, "<=" or ">=").
 RATIOS: dict[str, tuple[str, str, float, str]] = {
@@ -75,6 +90,7 @@ def textbook_rope(x: torch.Tensor, cos_full: torch.Tensor, sin_full: torch.Tenso
     check_tensor("x", x, "floating", min_dim=1, finite=False)
     for name, t in (("cos_full", cos_full), ("sin_full", sin_full)):
         check_tensor(name, t, "floating")
+        check_same_device(name, t, "x", x)
         try:
             ok = torch.broadcast_shapes(t.shape, x.shape) == x.shape
         except RuntimeError:
@@ -100,16 +116,18 @@ def complex_rope(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
         ok = False
     if not ok:
         raise ValueError(f"freqs_cis of shape {tuple(freqs_cis.shape)} does not broadcast to {want}")
+    check_same_device("freqs_cis", freqs_cis, "x", x)
     z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], x.shape[-1] // 2, 2))
     return torch.view_as_real(z * freqs_cis).flatten(-2).type_as(x)
 
 
 def time_call(fn: Callable[[], object], *, repeats: int = 20, warmup: int = 3) -> float:
-    """Median wall time of ``fn()`` in milliseconds (``repeats >= 1``, ``warmup >= 0`` integers)."""
+    """Median wall time of ``fn()`` in milliseconds (``repeats`` in ``1 ... MAX_REPEATS``, ``warmup`` in
+    ``0 ... MAX_REPEATS``, integers)."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    repeats = check_positive_int("repeats", repeats)
-    warmup = check_int("warmup", warmup, minimum=0)
+    repeats = check_int("repeats", repeats, minimum=1, maximum=MAX_REPEATS)
+    warmup = check_int("warmup", warmup, minimum=0, maximum=MAX_REPEATS)
     for _ in range(warmup):
         fn()
     times = []
@@ -235,7 +253,9 @@ def run_rope_benchmark(
     for name, size in zip(("batch", "heads", "seq", "head_dim"), shape):
         check_positive_int(f"shape {name}", size)
     check_even("head_dim", shape[-1])
-    repeats = check_positive_int("repeats", repeats)
+    repeats = check_int("repeats", repeats, minimum=1, maximum=MAX_REPEATS)
+    # x, the two references, the tables and the candidates' outputs and temporaries: about 16 copies of x
+    check_memory("shape", 16 * 4 * numel(*shape), f"a float32 input of shape {shape} and its rotations")
     seed = check_int("seed", seed, minimum=0, maximum=2**63 - 1)
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(*shape, generator=generator)

@@ -55,7 +55,8 @@ def _check_mask(name: str, mask: object) -> torch.Tensor:
         raise TypeError(f"{name} must be a bool or 0/1 integer tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool:
         check_tensor(name, mask, "integer")
-        if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
+        # (a meta tensor has no values to check: its position ids are a meta tensor too)
+        if mask.numel() and not mask.is_meta and not bool(((mask == 0) | (mask == 1)).all()):
             raise ValueError(f"{name} must hold only 0 (padding) and 1 (token), got values {mask.unique().tolist()[:8]}")
     if mask.dim() == 0:
         raise ValueError(f"{name} must be (seq,) or (batch, seq), got a 0-d tensor")
@@ -102,6 +103,18 @@ def _check_lengths(name: str, lengths: object) -> torch.Tensor:
     return values
 
 
+def _packed(values: torch.Tensor, start: int, name: str) -> torch.Tensor:
+    total = int(values.sum()) if values.numel() else 0
+    check_memory(name, 3 * total * 8, f"{total} packed position ids")
+    if total == 0:
+        return torch.zeros(0, dtype=torch.long, device=values.device)
+    longest = int(values.max())
+    if start + longest - 1 > _MAX_POSITION:
+        raise ValueError(f"start + the longest length - 1 must be <= 2**53, got {start} + {longest} - 1 ({name})")
+    firsts = torch.cumsum(values, 0) - values  # index of each document's first token
+    return torch.arange(total, device=values.device) - torch.repeat_interleave(firsts, values) + start
+
+
 def packed_position_ids(lengths: Sequence[int] | torch.Tensor, *, start: int = 0) -> torch.Tensor:
     """Position ids of documents packed into one row: ``start ... start + n - 1`` for each document of length ``n``.
 
@@ -113,15 +126,7 @@ def packed_position_ids(lengths: Sequence[int] | torch.Tensor, *, start: int = 0
     """
     values = _check_lengths("lengths", lengths)
     start = check_int("start", start, minimum=0, maximum=_MAX_POSITION)
-    total = int(values.sum()) if values.numel() else 0
-    check_memory("lengths", 3 * total * 8, f"{total} packed position ids")
-    if total == 0:
-        return torch.zeros(0, dtype=torch.long, device=values.device)
-    longest = int(values.max())
-    if start + longest - 1 > _MAX_POSITION:
-        raise ValueError(f"start + the longest length - 1 must be <= 2**53, got {start} + {longest} - 1")
-    firsts = torch.cumsum(values, 0) - values  # index of each document's first token
-    return torch.arange(total, device=values.device) - torch.repeat_interleave(firsts, values) + start
+    return _packed(values, start, "lengths")
 
 
 def packed_position_ids_from_boundaries(boundaries: Sequence[int] | torch.Tensor, *, start: int = 0) -> torch.Tensor:
@@ -145,7 +150,8 @@ def packed_position_ids_from_boundaries(boundaries: Sequence[int] | torch.Tensor
     lengths = values.diff()
     if lengths.numel() and int(lengths.min()) < 0:
         raise ValueError(f"boundaries must be non-decreasing, got {values.tolist()[:16]}")
-    return packed_position_ids(lengths, start=start)
+    start = check_int("start", start, minimum=0, maximum=_MAX_POSITION)
+    return _packed(lengths, start, "boundaries")
 
 
 def packed_attention_mask(lengths: Sequence[int] | torch.Tensor, *, causal: bool = True) -> torch.Tensor:

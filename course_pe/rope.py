@@ -6,21 +6,38 @@ pair ``i`` of a vector at position ``p`` is turned counter-clockwise by ``p * th
 .. math:: (a, b) \\mapsto (a \\cos p\\theta_i - b \\sin p\\theta_i,\\; a \\sin p\\theta_i + b \\cos p\\theta_i).
 
 Because rotations compose, ``<R_m q, R_n k> = <q, R_{n-m} k>``: the attention score of a rotated
-query and key depends on the positions only through their offset.
+query and key depends on the positions only through their offset. As matrices acting on column vectors,
+``apply_rope(x)`` for a vector ``x`` (the last dimension) at position ``m`` is ``R_m x``; applied to
+``torch.eye(d)``, whose *rows* are the basis vectors, it rotates each row and so returns ``R_m`` transposed.
 
 Layouts (which dimensions form a pair; ``h = head_dim // 2``):
 
 * ``"interleaved"``: pairs ``(2i, 2i + 1)``, as in RoFormer and Meta's original LLaMA code.
 * ``"half"``: pairs ``(i, i + h)``, as in GPT-NeoX and Hugging Face's LLaMA (``rotate_half``).
 
-They are the same map up to a fixed permutation of dimensions (:func:`interleaved_to_half`), so a
-checkpoint moves between them by permuting the rows of its query and key projections
-(:func:`permute_qk_weights`).
+They are the same map up to a fixed permutation of dimensions, the matrix ``P`` of
+:func:`interleaved_to_half` (``interleaved_to_half(x) = P x``), so a checkpoint moves between them by
+permuting the rows of its query and key projections (:func:`permute_qk_weights`).
 
-Precision: angles are computed in float64 from integer (or float32-or-wider) positions, then cos and
-sin are rounded once. A bfloat16 tensor cannot even hold the position 4095 (it rounds to 4096), so
-positions are never taken in the input's dtype. Low-precision inputs are rotated in float32 and the
-result cast back to the input's dtype.
+Precision (``angle_dtype``). By default angles are formed in float64 from integer (or float32-or-wider)
+positions, then cos and sin are rounded once. A bfloat16 tensor cannot even hold the position 4095 (it rounds to
+4096), so positions are never taken in the input's dtype. Low-precision inputs are rotated in float32 and the
+result cast back to the input's dtype. Measured against exact arithmetic (mpmath) for ``head_dim = 128`` and
+base 10000, the largest angle error of the default is 8.5e-14 rad at position 2047 and 6.4e-11 rad at
+position 10**6. Hugging Face transformers, Meta's Llama code and torchtune instead compute the frequencies,
+the positions and their products in float32, where the spacing of numbers near an angle ``a`` is
+``a * 2**-23``: their largest angle error is 5.8e-5 rad at position 2047, 3.2e-4 at 10**4, 5.2e-3 at 10**5
+and 5.2e-2 at 10**6 (base 500000: 1.1e-4, 3.2e-4, 4.6e-3, 4.6e-2), and cos and sin move by up to about as
+much. So the two agree to about 1e-4 within a few thousand positions and part beyond ~10**4, where float32 angles
+have lost three or more decimal digits. ``angle_dtype=torch.float32`` (in :func:`apply_rope`,
+:class:`RotaryEmbedding`, :func:`rope_cos_sin`, :func:`~course_pe.rope_scaling.rope_frequencies`) reproduces the
+reference numerics instead: the frequencies as Hugging Face computes them for every rope type, the float32
+angles of all three references, the cos and sin of Hugging Face and torchtune, and the rotation's arithmetic
+(Hugging Face's ``x * cos + rotate_half(x) * sin`` in the half layout, torchtune's per-pair formula in the
+interleaved one), bit for bit. Use it to compare with a checkpoint's stored activations; keep the default to
+study RoPE itself or to run long contexts. (Meta's ``torch.polar`` computes cos and sin with another routine than
+``torch.cos``: its tables differ from these in the last bit of about one entry in twenty.)
+``tests/test_rope.py::test_documented_angle_errors`` measures the numbers of this paragraph again.
 """
 
 from __future__ import annotations
@@ -39,9 +56,11 @@ from ._validation import (
     check_float,
     check_index_range,
     check_int,
+    check_memory,
     check_positive_float,
     check_positive_int,
     check_tensor,
+    require_values,
 )
 from .rope_scaling import DynamicNTKScaling, LongRoPEScaling, RopeScaling, rope_frequencies
 
@@ -49,6 +68,7 @@ RopeLayout = Literal["interleaved", "half"]
 ROPE_LAYOUTS: tuple[str, ...] = ("interleaved", "half")
 
 __all__ = [
+    "ANGLE_DTYPES",
     "MAX_POSITION",
     "ROPE_LAYOUTS",
     "RotaryEmbedding",
@@ -69,6 +89,8 @@ CACHE_LIMIT = 8192
 #: Largest ``|position|`` accepted anywhere in this module: float64 holds every integer up to ``2**53`` exactly, and
 #: beyond it ``2**53 + 1`` rounds to ``2**53``, so two positions would get one rotation without a word.
 MAX_POSITION = 2**53
+#: The two ways angles can be computed: exactly (float64, the default) or as the reference implementations do.
+ANGLE_DTYPES: tuple[torch.dtype, ...] = (torch.float64, torch.float32)
 
 
 def _check_offset(x: torch.Tensor, offset: object) -> int | torch.Tensor:
@@ -98,6 +120,7 @@ def _check_position_values(name: str, positions: torch.Tensor) -> None:
     """Refuse positions with ``|p| > MAX_POSITION`` (float64 rounds them: ``2**53 + 1`` becomes ``2**53``)."""
     if positions.numel() == 0 or _transformed(positions):
         return
+    require_values(name, positions)
     low, high = positions.min(), positions.max()
     if positions.dtype.is_floating_point:
         bad = float(low) < -MAX_POSITION or float(high) > MAX_POSITION
@@ -158,41 +181,69 @@ def _layout_hint(x: torch.Tensor, length: int) -> str:
     return ""
 
 
-def rope_cos_sin(
+def _check_angle_dtype(angle_dtype: object) -> torch.dtype:
+    check_dtype("angle_dtype", angle_dtype, "floating")
+    if angle_dtype not in ANGLE_DTYPES:
+        raise ValueError(f"angle_dtype must be torch.float64 (exact, the default) or torch.float32 (the reference "
+                         f"numerics of Hugging Face, Meta and torchtune), got {angle_dtype}")
+    return angle_dtype  # type: ignore[return-value]
+
+
+def _cos_sin(
     positions: torch.Tensor,
     inv_freq: torch.Tensor,
-    *,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype,
     attention_factor: float = 1.0,
+    angle_dtype: torch.dtype = torch.float64,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``cos`` and ``sin`` of ``positions[..., None] * inv_freq``, shape ``positions.shape + (h,)``.
-
-    Angles are formed in float64 and rounded once to ``dtype`` (a floating dtype). ``positions`` is an
-    integer or float32/float64 tensor of any shape with finite values in ``[-2**53, 2**53]`` (:data:`MAX_POSITION`;
-    beyond, float64 cannot tell neighbouring integers apart, so larger values are refused); ``inv_freq`` a finite
-    floating ``(h,)`` tensor. Both outputs are multiplied by ``attention_factor`` (a finite number > 0; YaRN's
-    temperature, 1.0 otherwise).
-    """
-    check_tensor("positions", positions, "position")
-    _check_position_values("positions", positions)
-    check_tensor("inv_freq", inv_freq, "floating", dim=1)
-    check_dtype("dtype", dtype, "floating")
-    attention_factor = check_float("attention_factor", attention_factor, minimum=0.0, strict_minimum=True)
-    angles = positions.to(torch.float64)[..., None] * inv_freq.to(device=positions.device, dtype=torch.float64)
+    """:func:`rope_cos_sin` without the checks (for positions this module made itself)."""
+    angles = positions.to(angle_dtype)[..., None] * inv_freq.to(device=positions.device, dtype=angle_dtype)
     cos, sin = angles.cos(), angles.sin()
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
     return cos.to(dtype), sin.to(dtype)
 
 
+def rope_cos_sin(
+    positions: torch.Tensor,
+    inv_freq: torch.Tensor,
+    *,
+    dtype: torch.dtype = torch.float32,
+    attention_factor: float = 1.0,
+    angle_dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cos`` and ``sin`` of ``positions[..., None] * inv_freq``, shape ``positions.shape + (h,)``.
+
+    Angles are formed in ``angle_dtype`` and rounded once to ``dtype`` (a floating dtype). ``positions`` is an
+    integer or float32/float64 tensor of any shape with finite values in ``[-2**53, 2**53]`` (:data:`MAX_POSITION`;
+    beyond, float64 cannot tell neighbouring integers apart, so larger values are refused); ``inv_freq`` a finite
+    floating ``(h,)`` tensor. Both outputs are multiplied by ``attention_factor`` (a finite number > 0; YaRN's
+    temperature, 1.0 otherwise).
+
+    ``angle_dtype``: ``torch.float64`` (the default) forms each angle ``p * theta`` in float64, within
+    ``|p theta| * 2**-53`` of the product of the given numbers; ``torch.float32`` reproduces the reference numerics
+    of Hugging Face transformers, Meta's Llama code and torchtune bit for bit: positions and ``inv_freq`` rounded to
+    float32, the product, cos, sin and the attention factor in float32 (see the precision note of
+    :mod:`course_pe.rope` for when the difference matters).
+    """
+    check_tensor("positions", positions, "position")
+    _check_position_values("positions", positions)
+    check_tensor("inv_freq", inv_freq, "floating", dim=1)
+    require_values("inv_freq", inv_freq)  # the positions have values, so the angles need the frequencies' values
+    check_dtype("dtype", dtype, "floating")
+    attention_factor = check_float("attention_factor", attention_factor, minimum=0.0, strict_minimum=True)
+    angle_dtype = _check_angle_dtype(angle_dtype)
+    return _cos_sin(positions, inv_freq, dtype, attention_factor, angle_dtype)
+
+
 @functools.lru_cache(maxsize=16)
 def _default_cos_sin(
-    seq: int, rotary_dim: int, base: float, device: torch.device, dtype: torch.dtype
+    seq: int, rotary_dim: int, base: float, device: torch.device, dtype: torch.dtype, angle_dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin for positions ``0 ... seq - 1`` and default frequencies (read-only, shared)."""
-    inv_freq, _ = rope_frequencies(rotary_dim, base=base, dtype=torch.float64)
+    inv_freq, _ = rope_frequencies(rotary_dim, base=base, dtype=torch.float64, angle_dtype=angle_dtype)
     positions = torch.arange(seq, device=device, dtype=torch.float64)
-    return rope_cos_sin(positions, inv_freq, dtype=dtype)
+    return _cos_sin(positions, inv_freq, dtype, 1.0, angle_dtype)
 
 
 def _transformed(x: torch.Tensor) -> bool:
@@ -216,6 +267,9 @@ def rotate_with_cos_sin(
     check_tensor("x", x, "floating", min_dim=2, finite=False)
     check_tensor("cos", cos, "floating", min_dim=2)
     check_tensor("sin", sin, "floating", min_dim=2)
+    if not x.is_meta:  # a real x needs real tables (a meta x gives a meta result from any tables)
+        require_values("cos", cos)
+        require_values("sin", sin)
     head_dim = x.shape[-1]
     check_even("head_dim (last dimension of x)", head_dim)
     half = head_dim // 2
@@ -267,6 +321,22 @@ def rotate_with_cos_sin(
     return out if out.dtype == x.dtype else out.to(x.dtype)
 
 
+def _reference_rotation(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: RopeLayout = "interleaved"
+) -> torch.Tensor:
+    """The rotation as the reference implementations write it, operation for operation, in ``x``'s dtype (with
+    ``angle_dtype=torch.float32``): half layout ``x * cos + rotate_half(x) * sin`` (Hugging Face's
+    ``apply_rotary_pos_emb``), interleaved ``(a cos - b sin, b cos + a sin)`` per pair (torchtune's arithmetic).
+    Separate multiplications and additions round as theirs do; the fast paths may fuse or reorder them."""
+    cos, sin = cos.to(device=x.device, dtype=x.dtype), sin.to(device=x.device, dtype=x.dtype)
+    if layout == "half":
+        half = x.shape[-1] // 2
+        rotated_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * torch.cat([cos, cos], dim=-1) + rotated_half * torch.cat([sin, sin], dim=-1)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+
+
 def apply_rope(
     x: torch.Tensor,
     positions: torch.Tensor | None = None,
@@ -276,6 +346,7 @@ def apply_rope(
     layout: RopeLayout = "interleaved",
     rotary_dim: int | None = None,
     offset: int | torch.Tensor = 0,
+    angle_dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor:
     """Rotate queries or keys by their positions.
 
@@ -296,9 +367,14 @@ def apply_rope(
             integer tensor (one offset per sequence, for 4-D ``x``). During generation with a KV cache holding
             ``t`` keys, the new token sits at position ``t``: ``apply_rope(q_new, offset=t)`` uses the cos/sin of row
             ``t`` of the full-sequence call (the results agree to rounding). Must stay 0 when ``positions`` is given.
+        angle_dtype: ``torch.float64`` (exact angles, the default) or ``torch.float32`` (the frequencies and angles
+            of Hugging Face, Meta and torchtune, bit for bit); see :func:`rope_cos_sin` and the module's precision
+            note.
 
     Returns:
-        A new tensor of ``x``'s shape, dtype and device.
+        A new tensor of ``x``'s shape, dtype and device: row ``r`` of ``x`` (a vector along the last dimension) at
+        position ``m`` becomes ``R_m x_r``. (So ``apply_rope(torch.eye(d), torch.full((d,), m))`` returns ``R_m``
+        transposed: each *row* of the identity is rotated.)
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
     check_tensor("x", x, "floating", finite=False)
@@ -316,6 +392,7 @@ def apply_rope(
     if positions is not None and not (isinstance(offset, int) and offset == 0):
         raise ValueError("offset applies to the default positions only; with explicit positions leave offset=0 "
                          "(add the offset to the positions instead)")
+    angle_dtype = _check_angle_dtype(angle_dtype)
     table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     if inv_freq is not None:
         check_tensor("inv_freq", inv_freq, "floating")
@@ -324,17 +401,20 @@ def apply_rope(
     default_rows = positions is None and isinstance(offset, int) and offset == 0
     if default_rows and inv_freq is None and x.shape[-2] <= CACHE_LIMIT:
         # the common case: positions 0 ... seq-1 and default frequencies; tables are cached
-        cos, sin = _default_cos_sin(x.shape[-2], rotary_dim, float(base), x.device, table_dtype)
+        cos, sin = _default_cos_sin(x.shape[-2], rotary_dim, float(base), x.device, table_dtype, angle_dtype)
     else:
         if inv_freq is None:
-            inv_freq, _ = rope_frequencies(rotary_dim, base=base, dtype=torch.float64)
+            inv_freq, _ = rope_frequencies(rotary_dim, base=base, dtype=torch.float64, angle_dtype=angle_dtype)
         if positions is None:
-            positions = _default_positions(x, offset)
-        pos = _resolve_positions(x, positions)
-        cos, sin = rope_cos_sin(pos, inv_freq, dtype=table_dtype)
+            pos = _default_positions(x, offset).to(torch.float64)
+            pos = pos.unsqueeze(1) if pos.dim() == 2 else pos
+        else:
+            pos = _resolve_positions(x, positions)
+        cos, sin = _cos_sin(pos, inv_freq, table_dtype, 1.0, angle_dtype)
+    rotate = _reference_rotation if angle_dtype == torch.float32 else rotate_with_cos_sin
     if rotary_dim == head_dim:
-        return rotate_with_cos_sin(x, cos, sin, layout=layout)
-    rotated = rotate_with_cos_sin(x[..., :rotary_dim], cos, sin, layout=layout)
+        return rotate(x, cos, sin, layout=layout)
+    rotated = rotate(x[..., :rotary_dim], cos, sin, layout=layout)
     return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
 
 
@@ -346,9 +426,14 @@ def layout_permutation(head_dim: int, *, to: RopeLayout = "half") -> torch.Tenso
 
     ``to="half"``: ``perm = [0, 2, 4, ..., 1, 3, 5, ...]`` (interleaved -> half);
     ``to="interleaved"``: its inverse. Returns an int64 tensor of shape ``(head_dim,)``.
+
+    As a matrix acting on column vectors: ``P = torch.eye(head_dim)[layout_permutation(head_dim, to="half")]``
+    (row ``r`` of ``P`` is the basis vector ``perm[r]``) gives ``interleaved_to_half(x) = P x``; the permutation
+    ``to="interleaved"`` gives ``P^T = P^-1``.
     """
     head_dim = check_even("head_dim", head_dim)
     check_choice("to", to, ROPE_LAYOUTS)
+    check_memory("head_dim", 5 * 8 * head_dim, f"a permutation of {head_dim} dimensions")
     half = head_dim // 2
     to_half = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
     if to == "half":
@@ -368,18 +453,21 @@ def _check_pairs(name: str, x: object) -> None:
 
 
 def interleaved_to_half(x: torch.Tensor) -> torch.Tensor:
-    """Reorder the last dimension from pairs ``(2i, 2i+1)`` to pairs ``(i, i + h)``.
+    """Reorder the last dimension from pairs ``(2i, 2i+1)`` to pairs ``(i, i + h)``: ``P x`` for every vector ``x``
+    along the last dimension, with ``P = torch.eye(d)[layout_permutation(d, to="half")]``.
 
-    ``x``: a tensor of any dtype with an even, non-zero last dimension.
+    ``x``: a tensor of any dtype with an even, non-zero last dimension. Applied to ``torch.eye(d)``, whose rows are
+    the basis vectors, it permutes each row and so returns ``P^T``, not ``P``.
     """
     _check_pairs("x", x)
     return x[..., layout_permutation(x.shape[-1], to="half").to(x.device)]
 
 
 def half_to_interleaved(x: torch.Tensor) -> torch.Tensor:
-    """Reorder the last dimension from pairs ``(i, i + h)`` to pairs ``(2i, 2i+1)``.
+    """Reorder the last dimension from pairs ``(i, i + h)`` to pairs ``(2i, 2i+1)``: ``P^T x``, the inverse of
+    :func:`interleaved_to_half` (``P`` as there).
 
-    ``x``: a tensor of any dtype with an even, non-zero last dimension.
+    ``x``: a tensor of any dtype with an even, non-zero last dimension. Applied to ``torch.eye(d)`` it returns ``P``.
     """
     _check_pairs("x", x)
     return x[..., layout_permutation(x.shape[-1], to="interleaved").to(x.device)]
@@ -445,6 +533,9 @@ class RotaryEmbedding(nn.Module):
         scaling: optional scaling (see :mod:`course_pe.rope_scaling`).
         layout: ``"interleaved"`` or ``"half"``.
         rotary_dim: rotate only the first ``rotary_dim`` dimensions (default all).
+        angle_dtype: ``torch.float64`` (exact angles, the default) or ``torch.float32`` (frequencies, angles, cos
+            and sin computed as Hugging Face transformers computes them, bit for bit; the cached tables then hold
+            those float32 values). See the module's precision note for when the difference matters.
     """
 
     inv_freq: torch.Tensor
@@ -460,9 +551,11 @@ class RotaryEmbedding(nn.Module):
         scaling: RopeScaling | None = None,
         layout: RopeLayout = "interleaved",
         rotary_dim: int | None = None,
+        angle_dtype: torch.dtype = torch.float64,
     ) -> None:
         super().__init__()
         self.head_dim = check_even("head_dim", head_dim)
+        self.angle_dtype = _check_angle_dtype(angle_dtype)
         self.rotary_dim = self.head_dim if rotary_dim is None else check_even("rotary_dim", rotary_dim)
         if self.rotary_dim > self.head_dim:
             raise ValueError(f"rotary_dim ({self.rotary_dim}) exceeds head_dim ({self.head_dim})")
@@ -470,8 +563,13 @@ class RotaryEmbedding(nn.Module):
         self.layout = check_choice("layout", layout, ROPE_LAYOUTS)
         self.scaling = scaling
         max_positions = check_positive_int("max_positions", max_positions)
+        # float64 positions, angles, cos and sin (and their float32 angles in reference mode)
+        check_memory("head_dim (rotary_dim) and max_positions", 5 * 8 * max_positions * (self.rotary_dim // 2 + 1),
+                     f"a cos/sin cache of {max_positions} positions x {self.rotary_dim // 2} pairs")
         self.cache_limit = max(max_positions, CACHE_LIMIT)
-        inv_freq, factor = rope_frequencies(self.rotary_dim, base=self.base, scaling=scaling, dtype=torch.float64)
+        inv_freq, factor = rope_frequencies(
+            self.rotary_dim, base=self.base, scaling=scaling, dtype=torch.float64, angle_dtype=self.angle_dtype
+        )
         self.attention_factor = factor
         self._freq_seq_len: int | None = None  # the seq_len the current inv_freq was built for (dynamic NTK)
         # float64 master copy (a plain attribute, so Module.to(dtype) cannot round it); the buffer is the
@@ -488,10 +586,9 @@ class RotaryEmbedding(nn.Module):
 
     def _build_cache(self, length: int, device: torch.device) -> None:
         positions = torch.arange(length, device=device, dtype=torch.float64)
-        cos, sin = rope_cos_sin(
-            positions, self._inv_freq64.to(device), dtype=torch.float64, attention_factor=self.attention_factor
+        self.cos_cached, self.sin_cached = _cos_sin(
+            positions, self._inv_freq64.to(device), torch.float64, self.attention_factor, self.angle_dtype
         )
-        self.cos_cached, self.sin_cached = cos, sin
 
     def _update_frequencies(self, seq_len: int, device: torch.device) -> None:
         """Length-dependent scalings: dynamic NTK recomputes its frequencies for every length beyond the original
@@ -505,7 +602,8 @@ class RotaryEmbedding(nn.Module):
         if wanted == self._freq_seq_len:
             return
         inv_freq, _ = rope_frequencies(
-            self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=wanted, dtype=torch.float64
+            self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=wanted, dtype=torch.float64,
+            angle_dtype=self.angle_dtype,
         )
         self._inv_freq64 = inv_freq
         self.inv_freq = inv_freq.to(device=device, dtype=torch.float32)
@@ -532,9 +630,8 @@ class RotaryEmbedding(nn.Module):
         self._update_frequencies(seq_len if seq_len is not None else needed, device)
         if needed > self.cache_limit:
             # past the bounded cache: compute cos/sin for these positions only (memory ~ positions.numel())
-            return rope_cos_sin(
-                positions, self._inv_freq64.to(device), dtype=torch.float64, attention_factor=self.attention_factor
-            )
+            return _cos_sin(positions, self._inv_freq64.to(device), torch.float64, self.attention_factor,
+                            self.angle_dtype)
         stale = self.cos_cached.device != device or self.cos_cached.dtype != torch.float64  # e.g. after .half()
         if needed > self.cached_positions or stale:
             length = max(needed, self.cached_positions)
@@ -552,6 +649,9 @@ class RotaryEmbedding(nn.Module):
         rounding; for dynamic NTK and LongRoPE the current length is ``offset + seq``).
         """
         check_tensor("x", x, "floating", min_dim=2, finite=False)
+        if x.is_meta:
+            raise ValueError("x is a meta tensor: RotaryEmbedding reads rows of its cos/sin cache on x's device, "
+                             "which needs a real device (apply_rope works on meta tensors)")
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x must have last dimension head_dim={self.head_dim}, got shape {tuple(x.shape)}")
         offset = _check_offset(x, offset)
@@ -566,13 +666,15 @@ class RotaryEmbedding(nn.Module):
         cos, sin = self.cos_sin(positions)
         if positions.dim() == 2:  # (batch, seq, h) -> (batch, 1, seq, h)
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        rotate = _reference_rotation if self.angle_dtype == torch.float32 else rotate_with_cos_sin
         if self.rotary_dim == self.head_dim:
-            return rotate_with_cos_sin(x, cos, sin, layout=self.layout)
-        rotated = rotate_with_cos_sin(x[..., : self.rotary_dim], cos, sin, layout=self.layout)
+            return rotate(x, cos, sin, layout=self.layout)
+        rotated = rotate(x[..., : self.rotary_dim], cos, sin, layout=self.layout)
         return torch.cat([rotated, x[..., self.rotary_dim :]], dim=-1)
 
     def extra_repr(self) -> str:
         return (
             f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, "
             f"layout={self.layout!r}, scaling={self.scaling!r}"
+            + (f", angle_dtype={self.angle_dtype}" if self.angle_dtype != torch.float64 else "")
         )

@@ -47,6 +47,7 @@ from torch import nn
 from ._validation import (
     check_bool,
     check_dtype,
+    check_memory,
     check_even,
     check_float,
     check_int,
@@ -123,7 +124,8 @@ class DynamicNTKScaling:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "factor", _check_factor(self.factor))
-        check_positive_int("original_max_positions", self.original_max_positions)
+        object.__setattr__(self, "original_max_positions",
+                           check_positive_int("original_max_positions", self.original_max_positions))
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,8 @@ class YaRNScaling:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "factor", _check_factor(self.factor))
-        check_positive_int("original_max_positions", self.original_max_positions)
+        object.__setattr__(self, "original_max_positions",
+                           check_positive_int("original_max_positions", self.original_max_positions))
         object.__setattr__(self, "beta_fast", check_positive_float("beta_fast", self.beta_fast))
         object.__setattr__(self, "beta_slow", check_positive_float("beta_slow", self.beta_slow))
         if self.beta_fast <= self.beta_slow:
@@ -215,7 +218,8 @@ class Llama3Scaling:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "factor", _check_factor(self.factor))
-        check_positive_int("original_max_positions", self.original_max_positions)
+        object.__setattr__(self, "original_max_positions",
+                           check_positive_int("original_max_positions", self.original_max_positions))
         object.__setattr__(self, "low_freq_factor", check_positive_float("low_freq_factor", self.low_freq_factor))
         object.__setattr__(self, "high_freq_factor", check_positive_float("high_freq_factor", self.high_freq_factor))
         if self.high_freq_factor < self.low_freq_factor:
@@ -271,7 +275,8 @@ class LongRoPEScaling:
         if len(self.short_factor) != len(self.long_factor):
             raise ValueError(f"short_factor and long_factor must have one length (one factor per pair), got "
                              f"{len(self.short_factor)} and {len(self.long_factor)}")
-        check_positive_int("original_max_positions", self.original_max_positions)
+        object.__setattr__(self, "original_max_positions",
+                           check_positive_int("original_max_positions", self.original_max_positions))
         object.__setattr__(self, "factor", _check_factor(self.factor))
         if self.attention_factor is not None:
             object.__setattr__(self, "attention_factor", check_positive_float("attention_factor", self.attention_factor))
@@ -498,6 +503,7 @@ def rope_frequencies(
     scaling: RopeScaling | None = None,
     seq_len: int | None = None,
     dtype: torch.dtype = torch.float32,
+    angle_dtype: torch.dtype = torch.float64,
 ) -> tuple[torch.Tensor, float]:
     """RoPE frequencies for one head.
 
@@ -510,10 +516,16 @@ def rope_frequencies(
         dtype: floating dtype of the returned frequencies. The default float32 matches what checkpoints and
             other libraries store; :func:`~course_pe.rope.apply_rope` uses float64, because at position
             ``p`` a float32 rounding of ``theta_i`` shifts the angle by up to ``p * theta_i * 2**-24``.
+        angle_dtype: ``torch.float64`` (the default) computes the frequencies in float64 and rounds them once;
+            ``torch.float32`` computes them as Hugging Face transformers 5.23 does, operation for operation in
+            float32 (``1 / base ** (arange(0, d, 2).float() / d)`` and each scaling's float32 arithmetic), so that
+            the result equals its ``inv_freq`` buffer bit for bit (those float32 values are often one unit in the
+            last place away from the correctly rounded ones). For the default frequencies this is also Meta's and
+            torchtune's computation.
 
     Returns:
         ``(inv_freq, attention_factor)``: a tensor of shape ``(head_dim // 2,)`` (computed in
-        float64, then cast to ``dtype``) and a Python float.
+        ``angle_dtype``, then cast to ``dtype``) and a Python float.
     """
     head_dim = check_even("head_dim", head_dim)
     base = check_positive_float("base", base)
@@ -528,8 +540,80 @@ def rope_frequencies(
         raise ValueError(f"unknown RoPE scaling {scaling!r}; expected None or one of {names}")
     if head_dim == 2 and isinstance(scaling, (NTKScaling, DynamicNTKScaling)):
         raise ValueError("NTK scalings need head_dim > 2 (their exponent is d / (d - 2))")
+    check_dtype("angle_dtype", angle_dtype, "floating")
+    if angle_dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"angle_dtype must be torch.float64 (exact) or torch.float32 (reference numerics), got {angle_dtype}")
+    check_memory("head_dim", 16 * 8 * (head_dim // 2), f"{head_dim // 2} frequencies")
     inv_freq, attention_factor = method(head_dim, base, scaling, seq_len)
+    if angle_dtype == torch.float32:
+        inv_freq = _float32_reference(head_dim, base, scaling, seq_len)
     return inv_freq.to(dtype), float(attention_factor)
+
+
+def _float32_pow_frequencies(head_dim: int, base: float, count: int | None = None) -> torch.Tensor:
+    """``1 / base ** (arange(0, head_dim, 2).float() / head_dim)`` in float32, the reference implementations'
+    default frequencies (Hugging Face's ``compute_default_rope_parameters``, Meta's ``precompute_freqs_cis``,
+    torchtune's ``RotaryPositionalEmbeddings``); ``count`` pairs (default ``head_dim // 2``)."""
+    stop = head_dim if count is None else 2 * count
+    exponent = torch.arange(0, stop, 2, dtype=torch.int64).to(dtype=torch.float32) / head_dim
+    return 1.0 / (base**exponent)
+
+
+def _float32_reference(head_dim: int, base: float, scaling: RopeScaling | None, seq_len: int | None) -> torch.Tensor:
+    """The frequencies as transformers 5.23's ``modeling_rope_utils`` computes them, in float32, operation for
+    operation (the same torch operations on the same float32 values give the same bits)."""
+    if scaling is None:
+        return _float32_pow_frequencies(head_dim, base)
+    if isinstance(scaling, LinearScaling):
+        inv_freq = _float32_pow_frequencies(head_dim, base)
+        inv_freq /= scaling.factor
+        return inv_freq
+    if isinstance(scaling, NTKScaling):
+        return _float32_pow_frequencies(head_dim, base * scaling.factor ** (head_dim / (head_dim - 2)))
+    if isinstance(scaling, DynamicNTKScaling):
+        original = scaling.original_max_positions
+        length = original if seq_len is None else max(seq_len, original)
+        new_base = base * ((scaling.factor * length / original) - (scaling.factor - 1)) ** (head_dim / (head_dim - 2))
+        return _float32_pow_frequencies(head_dim, new_base)
+    if isinstance(scaling, YaRNScaling):
+        pos_freqs = base ** (torch.arange(0, head_dim, 2).to(dtype=torch.float32) / head_dim)
+        extrapolated = 1.0 / pos_freqs
+        interpolated = 1.0 / (scaling.factor * pos_freqs)
+        low, high = yarn_correction_range(head_dim, base, scaling.original_max_positions, scaling.beta_fast,
+                                          scaling.beta_slow, truncate=scaling.truncate)
+        if low == high:
+            high += 0.001
+        ramp = torch.clamp((torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+        keep = 1 - ramp
+        return interpolated * (1 - keep) + extrapolated * keep
+    if isinstance(scaling, LongRoPEScaling):
+        long = seq_len is not None and seq_len > scaling.original_max_positions
+        factors = torch.tensor(scaling.long_factor if long else scaling.short_factor, dtype=torch.float32)
+        shape = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
+        return 1.0 / (factors * base**shape)
+    if isinstance(scaling, Llama3Scaling):
+        inv_freq = _float32_pow_frequencies(head_dim, base)
+        original = scaling.original_max_positions
+        low_wavelength = original / scaling.low_freq_factor
+        high_wavelength = original / scaling.high_freq_factor
+        wavelength = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelength > low_wavelength, inv_freq / scaling.factor, inv_freq)
+        if scaling.high_freq_factor != scaling.low_freq_factor:
+            smooth = (original / wavelength - scaling.low_freq_factor) / (
+                scaling.high_freq_factor - scaling.low_freq_factor
+            )
+        else:  # no band: never selected (transformers computes 0 / 0 there and does not select it either)
+            smooth = torch.zeros_like(wavelength)
+        smoothed = (1 - smooth) * scaled / scaling.factor + smooth * scaled
+        medium = ~(wavelength < high_wavelength) * ~(wavelength > low_wavelength)
+        return torch.where(medium, smoothed, scaled)
+    if isinstance(scaling, ProportionalScaling):
+        rotated = int(scaling.partial_rotary_factor * head_dim // 2)
+        inv_freq = torch.cat([_float32_pow_frequencies(head_dim, base, rotated),
+                              torch.zeros(head_dim // 2 - rotated, dtype=torch.float32)])
+        inv_freq /= scaling.factor
+        return inv_freq
+    raise AssertionError(type(scaling))  # every type of _METHODS is handled above
 
 
 # --------------------------------------------------------------------------- Hugging Face configurations
@@ -562,20 +646,24 @@ class RopeConfig:
     def __post_init__(self) -> None:
         if self.rope_type not in HF_ROPE_TYPES:
             raise ValueError(f"unknown rope_type {self.rope_type!r}; expected one of {', '.join(HF_ROPE_TYPES)}")
-        check_even("head_dim", self.head_dim)
-        check_even("rotary_dim", self.rotary_dim)
+        object.__setattr__(self, "head_dim", check_even("head_dim", self.head_dim))
+        object.__setattr__(self, "rotary_dim", check_even("rotary_dim", self.rotary_dim))
         if self.rotary_dim > self.head_dim:
             raise ValueError(f"rotary_dim ({self.rotary_dim}) exceeds head_dim ({self.head_dim})")
         object.__setattr__(self, "base", check_positive_float("base", self.base))
         if self.scaling is not None and type(self.scaling) not in _METHODS:
             raise TypeError(f"scaling must be None or a scaling dataclass, got {type(self.scaling).__name__}")
         if self.max_positions is not None:
-            check_positive_int("max_positions", self.max_positions)
+            object.__setattr__(self, "max_positions", check_positive_int("max_positions", self.max_positions))
 
-    def frequencies(self, *, seq_len: int | None = None, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, float]:
+    def frequencies(
+        self, *, seq_len: int | None = None, dtype: torch.dtype = torch.float32, angle_dtype: torch.dtype = torch.float64
+    ) -> tuple[torch.Tensor, float]:
         """``(inv_freq, attention_factor)`` as Hugging Face's ``ROPE_INIT_FUNCTIONS[rope_type](config, seq_len=...)``
-        computes them: :func:`rope_frequencies` of ``rotary_dim`` (``rotary_dim // 2`` frequencies)."""
-        return rope_frequencies(self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len, dtype=dtype)
+        computes them: :func:`rope_frequencies` of ``rotary_dim`` (``rotary_dim // 2`` frequencies); with
+        ``angle_dtype=torch.float32`` bit for bit."""
+        return rope_frequencies(self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len, dtype=dtype,
+                                angle_dtype=angle_dtype)
 
     def rotary_embedding(self, *, layout: str = "half", max_positions: int = 2048, **kwargs: object) -> "nn.Module":
         """A :class:`~course_pe.rope.RotaryEmbedding` for this configuration (``head_dim``, ``rotary_dim``, ``base``,

@@ -40,6 +40,7 @@ from ._validation import (
     check_probability,
     check_tensor,
 )
+from ._validation import check_memory, numel
 
 SinusoidalLayout = Literal["interleaved", "blocks"]
 SINUSOIDAL_LAYOUTS: tuple[str, ...] = ("interleaved", "blocks")
@@ -58,6 +59,21 @@ __all__ = [
 ]
 
 
+#: Largest position a table row may encode: float64 holds every integer up to ``2**53`` exactly.
+MAX_POSITION = 2**53
+
+
+def _check_table(num_positions: int, d_model: int, start: int, name: str = "num_positions") -> None:
+    """Refuse positions past :data:`MAX_POSITION` and tables larger than the memory budget (before allocating)."""
+    if start + num_positions - 1 > MAX_POSITION:
+        raise ValueError(
+            f"start + num_positions - 1 must be <= 2**53 (float64 holds every integer up to there; 2**53 + 1 would be "
+            f"encoded as 2**53), got start={start}, num_positions={num_positions}"
+        )
+    # float64 positions, angles, sines, cosines and the table, then a cast: about 5 float64 values per entry
+    check_memory(name, 5 * 8 * numel(num_positions, d_model), f"a {num_positions} x {d_model} table")
+
+
 def sinusoidal_frequencies(d_model: int, *, base: float = 10000.0) -> np.ndarray:
     """Angular frequencies ``w_i = base**(-2i/d_model)`` for ``i = 0 ... d_model/2 - 1``.
 
@@ -66,6 +82,7 @@ def sinusoidal_frequencies(d_model: int, *, base: float = 10000.0) -> np.ndarray
     """
     d_model = check_even("d_model", d_model)
     base = check_positive_float("base", base)
+    check_memory("d_model", 4 * 8 * (d_model // 2), f"{d_model // 2} frequencies")
     i = np.arange(d_model // 2, dtype=np.float64)
     return base ** (-2.0 * i / d_model)
 
@@ -89,12 +106,15 @@ def sinusoidal_encoding_np(
     """NumPy float64 twin of :func:`sinusoidal_encoding`, for worked examples.
 
     Returns an array of shape ``(num_positions, d_model)`` for positions
-    ``start, start + 1, ..., start + num_positions - 1`` (integers ``num_positions >= 1``, ``start >= 0``).
+    ``start, start + 1, ..., start + num_positions - 1`` (integers ``num_positions >= 1``, ``start >= 0``, the last
+    position at most ``2**53``: float64 holds every integer up to there, and beyond it ``2**53 + 1`` would be
+    encoded as ``2**53``).
     """
     num_positions = check_positive_int("num_positions", num_positions)
     start = check_nonnegative_int("start", start)
     check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
     omega = sinusoidal_frequencies(d_model, base=base)
+    _check_table(num_positions, d_model, start)
     p = np.arange(start, start + num_positions, dtype=np.float64)[:, None]
     angles = p * omega[None, :]  # (num_positions, d_model/2)
     table = np.empty((num_positions, d_model), dtype=np.float64)
@@ -158,6 +178,7 @@ def shift_matrix(
     k = check_float("k", k)
     check_dtype("dtype", dtype, "floating")
     omega = sinusoidal_frequencies(d_model, base=base)
+    check_memory("d_model", 3 * 8 * numel(d_model, d_model), f"a {d_model} x {d_model} matrix")
     c, s = np.cos(k * omega), np.sin(k * omega)
     half = d_model // 2
     m = np.zeros((d_model, d_model), dtype=np.float64)
@@ -218,6 +239,9 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         max_len = check_positive_int("max_len", max_len)
         self.cache_limit = max(max_len, CACHE_LIMIT)
+        if max_len - 1 > MAX_POSITION:
+            raise ValueError(f"max_len must be <= 2**53 + 1 (positions stay exact in float64), got {max_len}")
+        _check_table(max_len, self.d_model, 0, name="max_len and d_model")
         self.register_buffer("pe", self._table(max_len), persistent=False)
 
     def _table(self, length: int, device: torch.device | None = None) -> torch.Tensor:
@@ -232,6 +256,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         """
         length = check_nonnegative_int("length", length)
         offset = check_nonnegative_int("offset", offset)
+        if offset + length - 1 > MAX_POSITION:
+            raise ValueError(f"offset + length - 1 must be <= 2**53 (float64 holds every integer up to there), got "
+                             f"offset={offset}, length={length}")
+        check_memory("length", 6 * 8 * numel(length, self.d_model), f"{length} rows of width {self.d_model}")
         end = offset + length
         if self.pe.dtype != torch.float64:  # e.g. after Module.half(): rebuild rather than use a rounded table
             self.pe = self._table(self.pe.shape[0], device=self.pe.device)

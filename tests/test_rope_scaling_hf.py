@@ -37,11 +37,12 @@ from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2Rotar
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention, DeepseekV3RotaryEmbedding
 from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding
 from transformers.models.gpt_oss.modeling_gpt_oss import GptOssRotaryEmbedding
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 from transformers.models.llama4.modeling_llama4 import Llama4TextRotaryEmbedding
 from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
 
 import course_pe as cpe
+from course_pe import RotaryEmbedding
 from course_pe.rope_scaling import HF_ROPE_TYPES, rope_config_from_hf
 
 transformers.logging.set_verbosity_error()  # its config validation warns about odd but legal drawn values
@@ -82,6 +83,10 @@ def assert_same_frequencies(config_dict: dict, *, seq_len: int | None = None, cl
     assert ours.shape == theirs.shape, (ours.shape, theirs.shape)
     torch.testing.assert_close(ours, theirs.double(), rtol=freq_rtol(rope.base, blend), atol=0)
     assert our_factor == pytest.approx(their_factor, rel=1e-15, abs=0)
+    # reference numerics: transformers' float32 computation, bit for bit
+    reference, reference_factor = rope.frequencies(seq_len=seq_len, angle_dtype=torch.float32)
+    assert reference.dtype == theirs.dtype == torch.float32 and torch.equal(reference, theirs)
+    assert reference_factor == their_factor
 
 
 # ----------------------------------------------------------------------------- drawn configurations
@@ -238,6 +243,16 @@ def assert_module_matches(ours: cpe.RotaryEmbedding, theirs: torch.nn.Module, po
     inv, factor = ours._inv_freq64, ours.attention_factor
     bound = (positions.double()[:, None] * inv[None, :]).abs() * (rtol + 2.0**-23) * factor + 2.0**-23 * factor
     assert ((cos - hf_cos.double()).abs() <= bound).all() and ((sin - hf_sin.double()).abs() <= bound).all()
+    # with angle_dtype=torch.float32 the same module reproduces transformers' tables bit for bit (the complex
+    # modules' torch.polar computes cos and sin by another routine: one unit in the last place at most)
+    reference = RotaryEmbedding(ours.head_dim, base=ours.base, scaling=ours.scaling, rotary_dim=ours.rotary_dim,
+                                angle_dtype=torch.float32)
+    ref_cos, ref_sin = reference.cos_sin(positions, seq_len=int(positions.max()) + 1)
+    if isinstance(theirs(torch.zeros(1), positions[None][:, :1], **kwargs), torch.Tensor):
+        ulp = 2.0**-23 * factor
+        assert (ref_cos.float() - hf_cos).abs().max() <= ulp and (ref_sin.float() - hf_sin).abs().max() <= ulp
+    else:
+        assert torch.equal(ref_cos.float(), hf_cos) and torch.equal(ref_sin.float(), hf_sin)
 
 
 POSITIONS = torch.tensor([0, 1, 2, 17, 255, 1000, 4095, 4096, 4097, 8191, 8192, 8193, 20000, 65535, 131071])
@@ -344,6 +359,26 @@ def test_llama31_module():
                                "original_max_position_embeddings": 8192, "rope_type": "llama3"}}
     theirs = LlamaRotaryEmbedding(LlamaConfig(**copy.deepcopy(config)))
     assert_module_matches(rope_config_from_hf(config).rotary_embedding(), theirs, POSITIONS, freq_rtol(5e5, 8.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_float32_reference_rotation_is_transformers_bit_for_bit(dtype):
+    """angle_dtype=torch.float32 with the half layout: q and k rotated exactly as transformers' Llama rotates them
+    (its cos/sin cast to the input dtype, then q * cos + rotate_half(q) * sin in that dtype)."""
+    config = {"hidden_size": 512, "num_attention_heads": 4, "max_position_embeddings": 8192, "rope_theta": 5e5,
+              "rope_scaling": {"rope_type": "linear", "factor": 4.0}}
+    theirs = LlamaRotaryEmbedding(LlamaConfig(**copy.deepcopy(config)))
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 300, 128, generator=g).to(dtype)
+    positions = torch.randint(0, 200000, (2, 300), generator=g)
+    cos, sin = theirs(q, positions)
+    hf_q, _ = apply_rotary_pos_emb(q, q, cos, sin)
+    ours = rope_config_from_hf(config).rotary_embedding(angle_dtype=torch.float32)
+    assert torch.equal(ours(q, positions), hf_q)
+    inv = theirs.inv_freq
+    assert torch.equal(cpe.apply_rope(q, positions, inv_freq=inv, layout="half", angle_dtype=torch.float32), hf_q)
+    exact = rope_config_from_hf(config).rotary_embedding()(q, positions)
+    assert not torch.equal(exact, hf_q)  # the default computes other (exact) angles
 
 
 # ----------------------------------------------------------------------------- what the reader refuses

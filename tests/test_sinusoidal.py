@@ -254,3 +254,36 @@ def test_encoding_rows_and_the_rows_beyond_the_cache():
     expected = sinusoidal_encoding(3, 6, base=100.0, layout="blocks", dtype=torch.float64, start=10**7)
     assert torch.equal(far, expected)
     assert module.encoding(0, offset=10**7).shape == (0, 6)
+
+
+# ----------------------------------------------------------------------------- red-team probe, 2026-11-24 (issue 27)
+
+
+def test_positions_beyond_2_53_are_refused_not_rounded():
+    """start = 2**53 + 1 used to encode position 2**53 (sin off by 0.054) without a word."""
+    assert sinusoidal_encoding_np(1, 4, start=2**53).shape == (1, 4)  # the largest exact position
+    assert sinusoidal_encoding_np(2, 4, start=2**53 - 1).shape == (2, 4)
+    for start, count in ((2**53 + 1, 1), (2**53, 2), (2**62, 1)):
+        with pytest.raises(ValueError, match=r"^start \+ num_positions - 1 must be <= 2\*\*53"):
+            sinusoidal_encoding_np(count, 4, start=start)
+        with pytest.raises(ValueError, match=r"^start \+ num_positions - 1 must be <= 2\*\*53"):
+            sinusoidal_encoding(count, 4, start=start)
+    module = SinusoidalPositionalEncoding(4)
+    with pytest.raises(ValueError, match=r"^offset \+ length - 1 must be <= 2\*\*53"):
+        module.encoding(1, offset=2**53 + 1)
+    with pytest.raises(ValueError, match=r"^offset \+ length - 1 must be <= 2\*\*53"):
+        module(torch.zeros(1, 2, 4), offset=2**53)
+
+
+def test_huge_tables_are_refused_before_allocation(monkeypatch):
+    """A table larger than the memory budget is a ValueError (and MemoryError) that says how much it needs."""
+    from course_pe._validation import MemoryBudgetError
+
+    monkeypatch.setenv("COURSE_PE_MAX_BYTES", str(2**34))  # 16 GiB, whatever this machine has
+
+    with pytest.raises(MemoryBudgetError, match=r"^num_positions: a 1000000000 x 1000 table would need about 36\.4 TiB"):
+        sinusoidal_encoding_np(10**9, 1000)
+    with pytest.raises(ValueError, match=r"^max_len and d_model: "):
+        SinusoidalPositionalEncoding(1000, max_len=10**12)
+    with pytest.raises(MemoryError, match=r"^d_model: a 2000000 x 2000000 matrix would need"):
+        shift_matrix(1, 2 * 10**6)
