@@ -953,8 +953,11 @@ REGISTRY: dict[str, Case] = {
     "benchmark.BenchmarkRow": Case(
         benchmark.BenchmarkRow, lambda: dict(name="clone", milliseconds=1.0),
         {"name": st.sampled_from([None, 3]), "milliseconds": bad_float(0.0),
-         "samples": st.sampled_from([None, [1.0], 1.0, (-1.0,), (math.nan,), ("1",), (1.0, math.inf), (True,)])},
-        extremes=[dict(milliseconds=1e-9), dict(samples=(0.0, 2.0)), dict(samples=(np.float64(1.0),))],
+         "samples": st.sampled_from([None, [1.0], 1.0, (-1.0,), (math.nan,), ("1",), (1.0, math.inf), (True,)]),
+         "cpu_samples": st.sampled_from([None, [1.0], (-1.0,), (math.nan,), ("1",)]),
+         "allocated_bytes": bad_int(0), "peak_bytes": bad_int(0)},
+        extremes=[dict(milliseconds=1e-9), dict(samples=(0.0, 2.0)), dict(samples=(np.float64(1.0),)),
+                  dict(samples=(1.0,), cpu_samples=(0.5,), allocated_bytes=0, peak_bytes=2**40)],
     ),
     "benchmark.BenchmarkRow.quantile": Case(
         benchmark.BenchmarkRow.quantile, lambda: dict(q=0.5),
@@ -988,8 +991,21 @@ REGISTRY: dict[str, Case] = {
     "benchmark.run_rope_benchmark": Case(
         benchmark.run_rope_benchmark, lambda: dict(shape=(1, 1, 4, 4), repeats=1),
         {"shape": st.sampled_from([(1, 1, 4), (1, 1, 4, 3), (1, 0, 4, 4), [1, 1, 4, 4], (1, 1, 4.0, 4)]),
-         "repeats": bad_int(1), "seed": bad_int(0)},
-        extremes=[dict(shape=(1, 1, 1, 2))],
+         "repeats": bad_int(1), "seed": bad_int(0), "compiled": BAD_BOOL, "allocations": BAD_BOOL},
+        extremes=[dict(shape=(1, 1, 1, 2)), dict(shape=(1, 1, 2, 2), allocations=True)],
+        examples=10,
+    ),
+    "benchmark.measure_allocation": Case(
+        benchmark.measure_allocation, lambda: dict(fn=lambda: torch.zeros(3)),
+        {"fn": st.sampled_from([None, 3, "fn", torch.zeros(2)])},
+        extremes=[dict(fn=lambda: None)],
+    ),
+    "benchmark.compiled_rope": Case(
+        benchmark.compiled_rope, lambda: dict(layout="half", example=randn(1, 2, 4)),
+        {"layout": bad_choice(("half", "interleaved")),
+         "example": bad_tensor((1, 2, 4), wrong_shapes=((4,), (1, 2, 3)))},
+        mentions={"example": "example"},
+        extremes=[dict(layout="interleaved"), dict(example=None)],
         examples=10,
     ),
     # -------------------------------------------------------------- rope_nd
