@@ -1,0 +1,113 @@
+"""Sphinx extension: a language switch on every page, and the Chinese edition's own site labels.
+
+Loaded by both editions (``local_extensions`` in ``_config.yml``; the Chinese edition's generated configuration,
+tools/zh_edition.py, adds it too). On every HTML page it adds a header button that opens the same page in the other
+edition: "中文" on an English page, "English" on a Chinese one. The two builds are sibling folders,
+``_build/html`` and ``_build/html-zh``; a site published with another layout sets the path from one edition's root
+to the other's in the environment when it builds:
+
+    BOOK_EDITION_ROOT_EN   from the English root to the Chinese root (default ``../html-zh``)
+    BOOK_EDITION_ROOT_ZH   from the Chinese root to the English root (default ``../html``)
+
+In the Chinese edition (``language = "zh_CN"``) it also installs the site labels of
+``locale/zh_CN/LC_MESSAGES/site.po`` with context "theme" (which tools/zh_edition.py writes next to the generated
+``_config.yml``) in front of the zh_CN catalogues of Sphinx, the theme and the extensions, for strings those
+catalogues lack or translate badly.
+"""
+
+from __future__ import annotations
+
+import gettext
+import json
+import os
+from pathlib import Path
+
+from sphinx.application import Sphinx
+
+DEFAULT_ROOTS = {"en": "../html-zh", "zh": "../html"}
+# Catalogues whose zh_CN strings the "theme" labels override: Sphinx's own, the book theme's, pydata's,
+# sphinx-exercise's and sphinx-proof's.
+DOMAINS = ("sphinx", "booktheme", "pydata-sphinx-theme", "exercise", "proof")
+_FIX_TARGET_JS = """
+document.addEventListener("DOMContentLoaded", function () {
+  document.querySelectorAll("a.edition-switch").forEach(function (a) {
+    a.removeAttribute("target");  // the theme opens header links in a new tab; a language switch should not
+  });
+});
+"""
+
+
+def is_chinese(app: Sphinx) -> bool:
+    return (app.config.language or "en").lower().startswith("zh")
+
+
+def other_root(app: Sphinx) -> str:
+    if is_chinese(app):
+        return os.environ.get("BOOK_EDITION_ROOT_ZH", DEFAULT_ROOTS["zh"]).rstrip("/")
+    return os.environ.get("BOOK_EDITION_ROOT_EN", DEFAULT_ROOTS["en"]).rstrip("/")
+
+
+def site_labels(app: Sphinx) -> dict[tuple[str, str], str]:
+    path = Path(app.srcdir) / "_zh_site_labels.json"
+    if not is_chinese(app) or not path.is_file():
+        return {}
+    return {(item["context"], item["msgid"]): item["msgstr"] for item in json.loads(path.read_text(encoding="utf-8"))}
+
+
+class _Overrides(gettext.NullTranslations):
+    def __init__(self, table: dict[str, str]) -> None:
+        super().__init__()
+        self.table = table
+
+    def gettext(self, message: str) -> str:
+        if message in self.table:
+            return self.table[message]
+        return self._fallback.gettext(message) if self._fallback else message
+
+    def ngettext(self, singular: str, plural: str, n: int) -> str:
+        if singular in self.table and n == 1:
+            return self.table[singular]
+        if plural in self.table and n != 1:
+            return self.table[plural]
+        return self._fallback.ngettext(singular, plural, n) if self._fallback else (singular if n == 1 else plural)
+
+
+def install_theme_labels(app: Sphinx) -> None:
+    """Put the "theme" labels of site.po in front of every zh_CN catalogue the site's strings come from."""
+    from sphinx import locale
+
+    table = {msgid: msgstr for (context, msgid), msgstr in site_labels(app).items() if context == "theme"}
+    if not table:
+        return
+    for namespace in ("general", "console"):
+        for domain in DOMAINS:
+            key = (namespace, domain)
+            current = locale.translators.get(key)
+            if isinstance(current, _Overrides):
+                continue
+            override = _Overrides(table)
+            if current is not None:
+                override.add_fallback(current)
+            locale.translators[key] = override
+
+
+def add_switch(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    buttons = context.get("header_buttons")
+    if buttons is None:
+        return
+    href = "../" * pagename.count("/") + f"{other_root(app)}/{pagename}.html"
+    if is_chinese(app):
+        labels = site_labels(app)
+        text = labels.get(("switch", "English"), "English")
+        tooltip = labels.get(("switch", "Read this page in English"), "Read this page in English")
+    else:
+        text, tooltip = "中文", "中文版 (Chinese edition of this page)"
+    buttons.append({"type": "link", "url": href, "text": text, "tooltip": tooltip, "icon": "fas fa-language",
+                    "label": "edition-switch", "classes": "edition-switch"})
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("builder-inited", install_theme_labels)
+    app.connect("html-page-context", add_switch, priority=510)  # after the book theme's buttons (501)
+    app.add_js_file(None, body=_FIX_TARGET_JS)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
