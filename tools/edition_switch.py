@@ -12,7 +12,8 @@ to the other's in the environment when it builds:
 In the Chinese edition (``language = "zh_CN"``) it also installs the site labels of
 ``locale/zh_CN/LC_MESSAGES/site.po`` with context "theme" (which tools/zh_edition.py writes next to the generated
 ``_config.yml``) in front of the zh_CN catalogues of Sphinx, the theme and the extensions, for strings those
-catalogues lack or translate badly.
+catalogues lack or translate badly, and translates the tooltips and labels that the theme's templates write as
+literal English.
 """
 
 from __future__ import annotations
@@ -91,6 +92,35 @@ def install_theme_labels(app: Sphinx) -> None:
             locale.translators[key] = override
 
 
+_ATTRIBUTES = ("title", "aria-label", "data-bs-title", "placeholder", "alt")
+
+
+def translate_attributes(app: Sphinx, exception: Exception | None) -> None:
+    """Tooltips and labels that the theme's templates write as literal English (no gettext call): in the Chinese
+    edition, an attribute whose whole value is a "theme" label of site.po gets its translation."""
+    if exception is not None or app.builder.format != "html":
+        return
+    table = {msgid: msgstr for (context, msgid), msgstr in site_labels(app).items() if context == "theme"}
+    if not table:
+        return
+    import html
+    import re
+
+    pattern = re.compile(r'\b(' + "|".join(_ATTRIBUTES) + r')="([^"]*)"')
+
+    def replace(match: re.Match) -> str:
+        value = html.unescape(match.group(2))
+        if value in table:
+            return f'{match.group(1)}="{html.escape(table[value])}"'
+        return match.group(0)
+
+    for page in Path(app.outdir).rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        new = pattern.sub(replace, text)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+
+
 def add_switch(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     buttons = context.get("header_buttons")
     if buttons is None:
@@ -110,4 +140,5 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", install_theme_labels)
     app.connect("html-page-context", add_switch, priority=510)  # after the book theme's buttons (501)
     app.add_js_file(None, body=_FIX_TARGET_JS)
+    app.connect("build-finished", translate_attributes)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

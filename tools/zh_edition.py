@@ -70,6 +70,45 @@ SITE_MESSAGES: list[tuple[str, str]] = [
     ("config", "The Positional Encoding, Corrected authors"),
     ("config", "Show code cell {type}"),
     ("config", "Hide code cell {type}"),
+    ("theme", 'Color mode'),
+    ("theme", 'System Settings'),
+    ("theme", 'Light'),
+    ("theme", 'Dark'),
+    ("theme", 'Launch interactive content'),
+    ("theme", 'Launch on'),
+    ("theme", 'logo'),
+    ("theme", 'Link to this heading'),
+    ("theme", 'Link to this definition'),
+    ("theme", 'Link to this table'),
+    ("theme", 'Link to this image'),
+    ("theme", 'Link to this equation'),
+    ("theme", 'Link to this code'),
+    ("theme", 'Main'),
+    ("theme", 'Page'),
+    ("theme", 'Search this book...'),
+    ("theme", 'Search'),
+    ("theme", 'Source repositories'),
+    ("theme", 'Toggle hidden content'),
+    ("theme", 'Toggle primary sidebar'),
+    ("theme", 'Toggle secondary sidebar'),
+    ("theme", 'Print to PDF'),
+    ("theme", 'Open issue'),
+    ("theme", 'Repository'),
+    ("theme", 'Download this page'),
+    ("theme", 'Download notebook file'),
+    ("theme", 'Download source file'),
+    ("theme", 'Fullscreen mode'),
+    ("theme", 'Contents'),
+    ("theme", '© Copyright %(copyright)s.'),
+    ("theme", 'Back to top'),
+    ("theme", 'Previous'),
+    ("theme", 'Next'),
+    ("theme", 'previous page'),
+    ("theme", 'next page'),
+    ("theme", 'Site navigation'),
+    ("theme", 'Section Navigation'),
+    ("theme", 'On this page'),
+    ("theme", 'Skip to main content'),
     ("switch", "English"),
     ("switch", "Read this page in English"),
     ("errata", "math"),
@@ -84,8 +123,6 @@ SITE_MESSAGES: list[tuple[str, str]] = [
     ("errata", "low severity"),
     ("errata", "section"),
     ("errata", "callout in"),
-    ("errata", "Correction"),
-    ("errata", "Explanation"),
 ]
 
 # ----------------------------------------------------------------------------------------- text helpers
@@ -284,6 +321,11 @@ _ENTRY_HEAD = re.compile(r"^\*\*(E\d{3}-\d{2})\*\* · .*$", re.M)
 _CALLOUT_REF = re.compile(r"\{ref\}`(?P<title>[^`<]+?) <(?P<label>erratum-[\w-]+)>`")
 
 
+def _joined(word: str, text: str) -> str:
+    """"section 本节概述" in English, "原文小节：本节概述" after a full-width colon."""
+    return f"{word}{text}" if word.endswith(("：", ":")) else f"{word} {text}"
+
+
 def zh_errata_markdown(markdown: str, errata: dict[str, dict], titles: dict[str, str], labels: dict) -> str:
     """The Chinese form of one rendered block of errata entries.
 
@@ -306,16 +348,15 @@ def zh_errata_markdown(markdown: str, errata: dict[str, dict], titles: dict[str,
         parts = [f"**{erratum_id}**"]
         if entry:
             parts += [label(labels, "errata", entry["category"]), label(labels, "errata", f"{entry['severity']} severity"),
-                      f"{label(labels, 'errata', 'section')} {entry['section']}"]
+                      _joined(label(labels, "errata", "section"), entry["section"])]
         if ref:
             title = titles.get(ref["title"], ref["title"])
-            parts.append(f"{label(labels, 'errata', 'callout in')} {{ref}}`{title} <{ref['label']}>`")
+            parts.append(_joined(label(labels, "errata", "callout in"), f"{{ref}}`{title} <{ref['label']}>`"))
         out += [" · ".join(parts), ""]
         if quote:
             out += [quote, ""]
         if entry:
-            out += [f"**{label(labels, 'errata', 'Correction')}（更正）** {entry['correction_zh']}", "",
-                    f"**{label(labels, 'errata', 'Explanation')}（说明）** {entry['explanation_zh']}", ""]
+            out += [f"**更正**　{entry['correction_zh']}", "", f"**说明**　{entry['explanation_zh']}", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
