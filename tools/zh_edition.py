@@ -489,9 +489,35 @@ def _entries_signature(path: Path) -> list | None:
                   for e in load_po(path))
 
 
+HEADER_ORDER = ("Project-Id-Version", "Report-Msgid-Bugs-To", "POT-Creation-Date", "PO-Revision-Date",
+                "Last-Translator", "Language", "Language-Team", "Plural-Forms", "MIME-Version", "Content-Type",
+                "Content-Transfer-Encoding", "Generated-By")
+
+
+def normalize(path: Path, old: dict[str, str]) -> None:
+    """One writer for every catalogue (polib, 120 columns, fixed header order), so that a diff shows what changed.
+
+    Babel's format guesses ("python-brace-format" for a message with {glue:text}`...`) are dropped: the messages are
+    MyST, not Python format strings. A fuzzy message gets its previous English (``#| msgid``) from the catalogue as it
+    was before the update, found by its translation, so the translator sees what changed.
+    """
+    po = load_po(path)
+    po.metadata = {key: po.metadata[key] for key in HEADER_ORDER if key in po.metadata} | \
+        {key: value for key, value in po.metadata.items() if key not in HEADER_ORDER}
+    current = {e.msgid for e in po if not e.obsolete}
+    for entry in po:
+        entry.flags = [f for f in entry.flags if not f.endswith("-format")]
+        if "fuzzy" in entry.flags and not entry.previous_msgid:
+            previous = [m for m, s in old.items() if s == entry.msgstr and m not in current]
+            if len(previous) == 1:
+                entry.previous_msgid = previous[0]
+    po.save(str(path))
+
+
 def update() -> None:
     """make locale-update: extract, filter, merge (sphinx-intl), and keep unchanged catalogues byte for byte."""
     before = {p: (p.read_bytes(), _entries_signature(p)) for p in MESSAGES.rglob("*.po")}
+    old = {p: {e.msgid: e.msgstr for e in load_po(p) if e.msgstr} for p in before}
     print("==> extracting the English messages (Sphinx gettext builder)")
     pot_dir = run_gettext()
     extraction = needed_messages(pot_dir)
@@ -499,6 +525,8 @@ def update() -> None:
     print("==> merging into locale/zh_CN/LC_MESSAGES (sphinx-intl update; changed English becomes fuzzy)")
     subprocess.run([str(BIN / "sphinx-intl"), "update", "-p", str(templates), "-d", str(LOCALE), "-l", LANGUAGE,
                     "-w", "120"], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    for path in MESSAGES.rglob("*.po"):
+        normalize(path, old.get(path, {}))
     for path, (content, signature) in before.items():
         if path.is_file() and _entries_signature(path) == signature:
             path.write_bytes(content)  # only the header's date changed: keep the file as it was
