@@ -507,6 +507,9 @@ def normalize(path: Path, old: dict[str, str]) -> None:
     current = {e.msgid for e in po if not e.obsolete}
     for entry in po:
         entry.flags = [f for f in entry.flags if not f.endswith("-format")]
+        if entry.tcomment:  # Babel reads a previous "#| msgid" as a comment and writes it back as "# | msgid"
+            kept = [line for line in entry.tcomment.splitlines() if not re.match(r"\| (?:msgid|msgctxt|\")", line)]
+            entry.tcomment = "\n".join(kept)
         if "fuzzy" in entry.flags and not entry.previous_msgid:
             previous = [m for m, s in old.items() if s == entry.msgstr and m not in current]
             if len(previous) == 1:
