@@ -92,6 +92,20 @@ def install_theme_labels(app: Sphinx) -> None:
             locale.translators[key] = override
 
 
+# On a phone the header has no room for one more labelled button (the pages scrolled sideways by 24 px at 390 px):
+# the switch shows its icon only there, with the language in its tooltip and its accessible name.
+_CSS = """\
+@media (max-width: 767.98px) {
+  a.edition-switch .btn__text-container { display: none; }
+}
+"""
+
+
+def write_css(app: Sphinx, exception: Exception | None) -> None:
+    if exception is None and app.builder.format == "html":
+        (Path(app.outdir) / "_static" / "edition_switch.css").write_text(_CSS, encoding="utf-8")
+
+
 _ATTRIBUTES = ("title", "aria-label", "data-bs-title", "placeholder", "alt")
 
 
@@ -141,4 +155,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("html-page-context", add_switch, priority=510)  # after the book theme's buttons (501)
     app.add_js_file(None, body=_FIX_TARGET_JS)
     app.connect("build-finished", translate_attributes)
+    app.connect("build-finished", write_css)
+    app.add_css_file("edition_switch.css")
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
