@@ -38,6 +38,40 @@ document.addEventListener("DOMContentLoaded", function () {
 """
 
 
+# Chinese typesetting: a line must not begin with closing punctuation. After a formula (an inline block for the
+# browser) nothing stops that, so "... = 1/100" could end a line and "。" begin the next. Each formula followed by
+# closing punctuation is wrapped with that character in a span that does not break. Chinese edition only.
+_KEEP_PUNCTUATION_JS = """
+(function () {
+  var closing = /^[\uff0c\u3002\uff1b\uff1a\u3001\uff01\uff1f\uff09\u300d\u300f\u201d\u2019\u3011]/;
+  function glue() {
+    document.querySelectorAll("mjx-container:not([display='true'])").forEach(function (container) {
+      // Sphinx writes inline math as <span class="math">, which MathJax fills: the punctuation follows the span.
+      var math = container.parentNode.matches("span.math") ? container.parentNode : container;
+      var next = math.nextSibling;
+      if (!next || next.nodeType !== Node.TEXT_NODE || !closing.test(next.textContent)) { return; }
+      if (math.parentNode.classList && math.parentNode.classList.contains("zh-nobreak")) { return; }
+      var span = document.createElement("span");
+      span.className = "zh-nobreak";
+      span.style.whiteSpace = "nowrap";
+      math.parentNode.insertBefore(span, math);
+      span.appendChild(math);
+      span.appendChild(document.createTextNode(next.textContent.charAt(0)));
+      next.textContent = next.textContent.slice(1);
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) { MathJax.startup.promise.then(glue); }
+  });
+})();
+"""
+
+
+def add_chinese_assets(app: Sphinx) -> None:
+    if is_chinese(app):
+        app.add_js_file(None, body=_KEEP_PUNCTUATION_JS)
+
+
 def is_chinese(app: Sphinx) -> bool:
     return (app.config.language or "en").lower().startswith("zh")
 
@@ -152,6 +186,7 @@ def add_switch(app: Sphinx, pagename: str, templatename: str, context: dict, doc
 
 def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", install_theme_labels)
+    app.connect("builder-inited", add_chinese_assets)
     app.connect("html-page-context", add_switch, priority=510)  # after the book theme's buttons (501)
     app.add_js_file(None, body=_FIX_TARGET_JS)
     app.connect("build-finished", translate_attributes)
