@@ -27,43 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 import zh_edition as zh  # noqa: E402
+from zh_edition import glossary_terms  # noqa: E402
 
 polib = pytest.importorskip("polib")
 NOTATION = ROOT / "book" / "part1" / "notation.md"
 EXCEPTIONS = ROOT / "locale" / "zh_CN" / "glossary-exceptions.yml"
-
-
-def glossary_rows(text: str) -> list[tuple[str, str]]:
-    section = text.split("## Glossary", 1)[1]
-    section = re.split(r"^## ", section, maxsplit=1, flags=re.M)[0]
-    rows = []
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 2 and line.strip().startswith("|") and not set(cells[0]) <= set("-: "):
-            rows.append((cells[0], cells[1]))
-    return rows[1:]  # the header row
-
-
-def _drop_parentheses(text: str) -> str:
-    return re.sub(r"\s*[(（][^()（）]*[)）]", "", text).strip()
-
-
-def glossary_terms(text: str) -> dict[str, str]:
-    """{English term (lower case): the Chinese term the edition uses}."""
-    terms: dict[str, str] = {}
-    for english, chinese in glossary_rows(text):
-        en = [t.strip().lower() for t in _drop_parentheses(english).split(",") if t.strip()]
-        cn = [t.split("/")[0].strip() for t in _drop_parentheses(chinese).split(",") if t.strip()]
-        cn = [t for t in cn if zh.CJK.search(t)]
-        if not cn:
-            continue  # the sources keep the English name
-        if len(en) == len(cn):
-            terms.update(zip(en, cn))
-        elif len(en) == 1:
-            terms[en[0]] = cn[0]
-        else:
-            raise ValueError(f"glossary row {english!r} | {chinese!r}: {len(en)} English terms for {len(cn)} Chinese")
-    return terms
 
 
 def term_pattern(term: str) -> re.Pattern:

@@ -67,9 +67,30 @@ _KEEP_PUNCTUATION_JS = """
 """
 
 
+# sphinx-proof writes the literal "Proof. " in front of a proof (no catalogue), and tools/book_site.py folds proofs
+# under a summary reading "Proof": both become the site label's translation (runs after book_site's script).
+_PROOF_JS = """
+document.addEventListener("DOMContentLoaded", function () {
+  var word = %s;
+  document.querySelectorAll("div.proof.admonition").forEach(function (box) {
+    box.querySelectorAll(":scope > details.proof-fold > summary").forEach(function (s) {
+      if (s.textContent.trim() === "Proof") { s.textContent = word; }
+    });
+    var first = box.querySelector("p");
+    if (first && first.firstChild && first.firstChild.nodeType === Node.TEXT_NODE) {
+      first.firstChild.textContent = first.firstChild.textContent.replace(/^\\s*Proof\\.\\s*/, word + "\u3000");
+    }
+  });
+});
+"""
+
+
 def add_chinese_assets(app: Sphinx) -> None:
     if is_chinese(app):
         app.add_js_file(None, body=_KEEP_PUNCTUATION_JS)
+        word = site_labels(app).get(("theme", "Proof"))
+        if word:
+            app.add_js_file(None, body=_PROOF_JS % json.dumps(word))
 
 
 def is_chinese(app: Sphinx) -> bool:
@@ -184,7 +205,46 @@ def add_switch(app: Sphinx, pagename: str, templatename: str, context: dict, doc
                     "label": "edition-switch", "classes": "edition-switch"})
 
 
+# Search in Chinese. Sphinx indexes Chinese text with jieba (pinned), which cuts "位置编码" into "位置" and "编码" unless
+# it knows the word (tools/zh_edition.py hands it the glossary's terms as a user dictionary); a query is not cut at
+# all, so "位置编码" matched nothing. This splitter cuts each run of Chinese characters in a query into the longest
+# words of the index (greedy, at most 8 characters), and leaves other words as Sphinx's default splitter does.
+_SPLIT_QUERY_JS = r"""
+var splitQuery = function (query) {
+  var index = (typeof Search !== "undefined" && Search._index) ? Search._index.terms : {};
+  var cjk = /[\u3400-\u4dbf\u4e00-\u9fff]/;
+  var words = [];
+  query.split(/[^\p{Letter}\p{Number}_\p{Emoji_Presentation}]+/gu).filter(function (t) { return t; })
+    .forEach(function (part) {
+      (part.match(/[\u3400-\u4dbf\u4e00-\u9fff]+|[^\u3400-\u4dbf\u4e00-\u9fff]+/g) || []).forEach(function (run) {
+        if (!cjk.test(run)) { words.push(run); return; }
+        var i = 0;
+        while (i < run.length) {
+          var j = Math.min(run.length, i + 8);
+          while (j > i + 1 && !Object.prototype.hasOwnProperty.call(index, run.slice(i, j))) { j--; }
+          var word = run.slice(i, j);
+          // Sphinx does not index single characters: a lone one would make every query fail, so it is dropped.
+          if (word.length > 1 || Object.prototype.hasOwnProperty.call(index, word)) { words.push(word); }
+          i = j;
+        }
+      });
+    });
+  return words;
+};
+"""
+
+
+def chinese_search_language():
+    from sphinx.search.zh import SearchChinese
+
+    class BookSearchChinese(SearchChinese):
+        js_splitter_code = _SPLIT_QUERY_JS
+
+    return BookSearchChinese
+
+
 def setup(app: Sphinx) -> dict:
+    app.add_search_language(chinese_search_language())
     app.connect("builder-inited", install_theme_labels)
     app.connect("builder-inited", add_chinese_assets)
     app.connect("html-page-context", add_switch, priority=510)  # after the book theme's buttons (501)

@@ -109,6 +109,7 @@ SITE_MESSAGES: list[tuple[str, str]] = [
     ("theme", 'Section Navigation'),
     ("theme", 'On this page'),
     ("theme", 'Skip to main content'),
+    ("theme", 'Proof'),
     ("switch", "English"),
     ("switch", "Read this page in English"),
     ("errata", "math"),
@@ -229,6 +230,45 @@ def translate_text(text: str, translations: dict[str, str]) -> tuple[str, set[st
     for start, end, replacement in sorted(taken, reverse=True):
         text = text[:start] + replacement + text[end:]
     return text, placed
+
+
+# ----------------------------------------------------------------------------------------- glossary
+
+NOTATION = ROOT / "book" / "part1" / "notation.md"
+
+
+def glossary_rows(text: str) -> list[tuple[str, str]]:
+    section = text.split("## Glossary", 1)[1]
+    section = re.split(r"^## ", section, maxsplit=1, flags=re.M)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and line.strip().startswith("|") and not set(cells[0]) <= set("-: "):
+            rows.append((cells[0], cells[1]))
+    return rows[1:]  # the header row
+
+
+def _drop_parentheses(text: str) -> str:
+    return re.sub(r"\s*[(（][^()（）]*[)）]", "", text).strip()
+
+
+def glossary_terms(text: str) -> dict[str, str]:
+    """{English term (lower case): the Chinese term the edition uses}."""
+    terms: dict[str, str] = {}
+    for english, chinese in glossary_rows(text):
+        en = [t.strip().lower() for t in _drop_parentheses(english).split(",") if t.strip()]
+        cn = [t.split("/")[0].strip() for t in _drop_parentheses(chinese).split(",") if t.strip()]
+        cn = [t for t in cn if CJK.search(t)]
+        if not cn:
+            continue  # the sources keep the English name
+        if len(en) == len(cn):
+            terms.update(zip(en, cn))
+        elif len(en) == 1:
+            terms[en[0]] = cn[0]
+        else:
+            raise ValueError(f"glossary row {english!r} | {chinese!r}: {len(en)} English terms for {len(cn)} Chinese")
+    return terms
+
 
 
 # ----------------------------------------------------------------------------------------- catalogues
@@ -672,8 +712,12 @@ def write_sources(out: Path) -> None:
     for folder in ("book", "tools"):
         shutil.copytree(ROOT / folder, out / folder, ignore=ignore)
     shutil.copy2(ROOT / "references.bib", out / "references.bib")
-    (out / "_config.yml").write_text(yaml.safe_dump(zh_config(labels), allow_unicode=True, sort_keys=False),
-                                     encoding="utf-8")
+    # jieba (Sphinx's Chinese search) cuts unknown compounds apart: teach it the glossary's terms.
+    words = sorted({t for t in glossary_terms(NOTATION.read_text(encoding="utf-8")).values()})
+    (out / "_zh_search_words.txt").write_text("".join(f"{w} 1000 n\n" for w in words), encoding="utf-8")
+    config = zh_config(labels)
+    config["sphinx"]["config"]["html_search_options"] = {"dict": str((out / "_zh_search_words.txt").resolve())}
+    (out / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
     # Site labels for tools/edition_switch.py (theme strings, the switch).
     (out / "_zh_site_labels.json").write_text(json.dumps(
         [{"context": c, "msgid": m, "msgstr": s} for (c, m), s in sorted(labels.items())], ensure_ascii=False,
