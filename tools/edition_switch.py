@@ -141,6 +141,11 @@ def install_theme_labels(app: Sphinx) -> None:
             current = locale.translators.get(key)
             if isinstance(current, _Overrides):
                 continue
+            if isinstance(getattr(current, "_catalog", None), dict):
+                # The same object is already held elsewhere (the templates' gettext is Sphinx's translator, installed
+                # before this event): change its catalogue in place.
+                current._catalog.update(table)
+                continue
             override = _Overrides(table)
             if current is not None:
                 override.add_fallback(current)
