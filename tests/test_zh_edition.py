@@ -258,3 +258,52 @@ def test_the_site_labels_keep_their_placeholders_and_contexts():
     wanted = set(zh.SITE_MESSAGES)
     present = {(e.msgctxt, e.msgid) for e in polib.pofile(str(zh.SITE_PO)) if not e.obsolete}
     assert wanted <= present, f"site.po lacks {wanted - present}: run `make locale-update`"
+
+
+# ------------------------------------------------------------------------------------------- language switch
+
+
+class _FakeApp:
+    def __init__(self, language: str, srcdir: Path) -> None:
+        self.config = type("Config", (), {"language": language})()
+        self.srcdir = str(srcdir)
+
+
+@pytest.mark.parametrize("language, pagename, expected, text", [
+    ("en", "book/part1/worked_example", "../../../html-zh/book/part1/worked_example.html", "中文"),
+    ("en", "search", "../html-zh/search.html", "中文"),
+    ("zh_CN", "book/intro", "../../html/book/intro.html", "English"),
+])
+def test_the_switch_opens_the_same_page_of_the_other_edition(tmp_path, monkeypatch, language, pagename, expected, text):
+    import edition_switch
+
+    monkeypatch.delenv("BOOK_EDITION_ROOT_EN", raising=False)
+    monkeypatch.delenv("BOOK_EDITION_ROOT_ZH", raising=False)
+    context = {"header_buttons": []}
+    edition_switch.add_switch(_FakeApp(language, tmp_path), pagename, "page.html", context, None)
+    [button] = context["header_buttons"]
+    assert button["url"] == expected and button["text"] == text and "edition-switch" in button["classes"]
+
+
+def test_a_published_layout_sets_the_other_root(tmp_path, monkeypatch):
+    import edition_switch
+
+    monkeypatch.setenv("BOOK_EDITION_ROOT_EN", "zh_CN")
+    context = {"header_buttons": []}
+    edition_switch.add_switch(_FakeApp("en", tmp_path), "book/part2/rope_proof", "page.html", context, None)
+    assert context["header_buttons"][0]["url"] == "../../zh_CN/book/part2/rope_proof.html"
+
+
+def test_switch_problems_finds_a_missing_or_wrong_link(tmp_path):
+    en, cn = tmp_path / "html", tmp_path / "html-zh"
+    for site, other in ((en, "html-zh"), (cn, "html")):
+        (site / "book").mkdir(parents=True)
+        (site / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=book/a.html" />')
+        (site / "book" / "a.html").write_text(f'<a class="btn edition-switch" href="../../{other}/book/a.html">x</a>')
+    (en / "book" / "b.html").write_text('<a class="btn edition-switch" href="../../html-zh/book/a.html">x</a>')
+    problems, seen = zh.switch_problems(en, cn)
+    assert seen == 2 and len(problems) == 1 and "b.html" in problems[0] and "not the same page" in problems[0]
+    (en / "book" / "c.html").write_text("<p>no switch</p>")
+    problems, _ = zh.switch_problems(en, cn)
+    assert any("c.html: 0 language-switch links" in p for p in problems)
+    assert zh.switch_problems(cn, en) == ([], 1)
