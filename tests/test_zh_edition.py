@@ -307,3 +307,19 @@ def test_switch_problems_finds_a_missing_or_wrong_link(tmp_path):
     problems, _ = zh.switch_problems(en, cn)
     assert any("c.html: 0 language-switch links" in p for p in problems)
     assert zh.switch_problems(cn, en) == ([], 1)
+
+
+def test_locale_update_suggests_known_translations_as_fuzzy(tmp_path, monkeypatch):
+    monkeypatch.setattr(zh, "MESSAGES", tmp_path)
+    monkeypatch.setattr(zh, "SITE_PO", tmp_path / "site.po")
+    done, todo = polib.POFile(), polib.POFile()
+    done.append(polib.POEntry(msgid="Summary", msgstr="小结"))
+    todo.append(polib.POEntry(msgid="Summary", msgstr=""))
+    todo.append(polib.POEntry(msgid="Exercises", msgstr=""))
+    (tmp_path / "book").mkdir()
+    done.save(str(tmp_path / "book" / "a.po"))
+    todo.save(str(tmp_path / "book" / "b.po"))
+    assert zh.suggest_known_translations() == 1
+    [summary, exercises] = list(polib.pofile(str(tmp_path / "book" / "b.po")))
+    assert summary.msgstr == "小结" and "fuzzy" in summary.flags and "book/a" in summary.tcomment
+    assert exercises.msgstr == "" and zh.translations_of(tmp_path / "book" / "b.po") == {}

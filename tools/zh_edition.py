@@ -550,11 +550,42 @@ def normalize(path: Path, old: dict[str, str]) -> None:
         if entry.tcomment:  # Babel reads a previous "#| msgid" as a comment and writes it back as "# | msgid"
             kept = [line for line in entry.tcomment.splitlines() if not re.match(r"\| (?:msgid|msgctxt|\")", line)]
             entry.tcomment = "\n".join(kept)
+        if "fuzzy" not in entry.flags and entry.tcomment.startswith("suggested: "):
+            entry.tcomment = ""  # a confirmed suggestion is a translation like any other
         if "fuzzy" in entry.flags and not entry.previous_msgid:
             previous = [m for m, s in old.items() if s == entry.msgstr and m not in current]
             if len(previous) == 1:
                 entry.previous_msgid = previous[0]
     po.save(str(path))
+
+
+def suggest_known_translations() -> int:
+    """An untranslated message already translated in another catalogue gets that translation, marked fuzzy.
+
+    "Learning goals", "Summary", the exercise boilerplate recur in every chapter: the translator confirms the
+    suggestion (removes the fuzzy flag) instead of retyping it, and the book stays consistent. Fuzzy is not done:
+    the coverage test still counts it. Returns the number of suggestions.
+    """
+    known: dict[str, tuple[str, str]] = {}
+    paths = sorted(p for p in MESSAGES.rglob("*.po") if p != SITE_PO)
+    for path in paths:
+        for entry in load_po(path):
+            if entry.msgstr and not entry.obsolete and "fuzzy" not in entry.flags:
+                known.setdefault(entry.msgid, (entry.msgstr, path.relative_to(MESSAGES).with_suffix("").as_posix()))
+    count = 0
+    for path in paths:
+        po = load_po(path)
+        changed = False
+        for entry in po:
+            if not entry.msgstr and not entry.obsolete and entry.msgid in known:
+                entry.msgstr, origin = known[entry.msgid]
+                entry.flags.append("fuzzy")
+                entry.tcomment = f"suggested: the translation in {origin}"
+                changed = True
+                count += 1
+        if changed:
+            po.save(str(path))
+    return count
 
 
 def update() -> None:
@@ -570,6 +601,7 @@ def update() -> None:
                     "-w", "120"], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     for path in MESSAGES.rglob("*.po"):
         normalize(path, old.get(path, {}))
+    suggest_known_translations()
     for path, (content, signature) in before.items():
         if path.is_file() and _entries_signature(path) == signature:
             path.write_bytes(content)  # only the header's date changed: keep the file as it was
