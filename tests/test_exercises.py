@@ -224,7 +224,7 @@ def test_failure_says_what_differed_before_the_hint():
     half = check("sinusoidal_table", lambda n, d: sinusoidal_table(n, d).half())
     assert half.difference.startswith("dtype: got float16") and half.mistake is None
     text = str(check("alibi_slopes", lambda n: [2.0 ** (-8.0 * (k + 1) / n) for k in range(n)]))
-    assert text.index("what differs: value at index (0,)") < text.index("expected:") < text.index("diagnosis:") \
+    assert text.index("what differs: value at head 0") < text.index("expected:") < text.index("diagnosis:") \
         < text.index("hint:")
     assert "alibi_slopes(6)" in text.splitlines()[0]
 
