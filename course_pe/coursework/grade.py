@@ -999,8 +999,10 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)
                 return 130
             print(summary_table(result))
-            print(f"graded {len(result.reports)} notebooks in {result.seconds:.0f} s (isolation "
-                  f"{options['isolation'] or where.level}: {where.description}); wrote "
+            level = options["isolation"] or where.level
+            description = where.description if level == where.level else \
+                where.description.replace(where.level, level, 1)
+            print(f"graded {len(result.reports)} notebooks in {result.seconds:.0f} s (isolation {description}); wrote "
                   f"{args.out / 'gradebook.sqlite'}, {args.out / 'grades_wide.csv'}, {args.out / 'grades_long.csv'}")
             return 0
         if args.roster is not None:
