@@ -410,6 +410,7 @@ def _spawn(request: dict[str, Any], fds: list[int], control: Any) -> dict[str, A
 def _keeper(request: dict[str, Any], fds: list[int], report_w: int, zygote: int) -> None:  # pragma: no cover
     """Root, outside the submission's namespaces and cgroups: unshares, forks the child and reaps it."""
     libc = _libc()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote's reaper must not reap the submission's children
     os.setsid()
     child = 0
 

@@ -365,17 +365,21 @@ class _Cgroups:
             pass
         return False
 
-    def remove(self) -> None:
+    def remove(self, wait: float = 30.0) -> None:
+        """Kill what is left, wait (up to ``wait`` seconds) until every process has exited, remove the cgroups."""
+        deadline = time.monotonic() + wait
         for folder in reversed(list(dict.fromkeys(self.folders.values()))):
-            for _ in range(50):
+            while True:
                 try:
-                    os.rmdir(folder)
+                    os.rmdir(folder)  # refused while a process (even one still exiting) is in the cgroup
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
+                    if time.monotonic() > deadline:
+                        break
                     self.kill()
-                    time.sleep(0.02)
+                    time.sleep(0.01)
 
 
 # --------------------------------------------------------------------------- the zygote
@@ -605,7 +609,7 @@ class Sandbox:
         self.hide = _check_folders("hide", hide)
         self.deadline = check_float("deadline", deadline) if deadline is not None else None
         self._to_child = self._from_child = -1
-        self._pidfd = -1
+        self._pidfd = self._keeper_pidfd = -1
         self._child = self._keeper = 0
         self._cgroups: _Cgroups | None = None
         self._workdir: Path | None = None
@@ -679,11 +683,12 @@ class Sandbox:
         for fd in (req_w, ans_r):
             os.set_blocking(fd, False)
         self._child, self._keeper = int(reply.get("child") or 0), int(reply.get("keeper") or 0)
-        if self._child:
-            try:
-                self._pidfd = os.pidfd_open(self._child)
-            except OSError:
-                self._pidfd = -1
+        for pid, attribute in ((self._child, "_pidfd"), (self._keeper, "_keeper_pidfd")):
+            if pid:
+                try:
+                    setattr(self, attribute, os.pidfd_open(pid))
+                except OSError:
+                    pass
         if reply.get("status") != "ready":
             error = str(reply.get("error") or "no reason given")
             self.close()
@@ -716,13 +721,17 @@ class Sandbox:
                 self.oom_killed = self.oom_killed or self._cgroups.oom_killed()
                 self._cgroups.remove()
                 self._cgroups = None
-            for fd in (self._to_child, self._from_child, self._pidfd):
+            # the keeper exits once it has reaped the child, which exits once its PID namespace is empty: when the
+            # keeper is gone, no process of the submission is left (a process can take a moment to free its memory)
+            if self._keeper_pidfd >= 0:
+                select.select([self._keeper_pidfd], [], [], 30)
+            for fd in (self._to_child, self._from_child, self._pidfd, self._keeper_pidfd):
                 if fd >= 0:
                     try:
                         os.close(fd)
                     except OSError:
                         pass
-            self._to_child = self._from_child = self._pidfd = -1
+            self._to_child = self._from_child = self._pidfd = self._keeper_pidfd = -1
             if self._workdir is not None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
                 self._workdir = None
