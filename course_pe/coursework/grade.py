@@ -358,9 +358,12 @@ class _Names(ast.NodeVisitor):
 
 def _analyse(source: str) -> _Names | None:
     try:
-        tree = ast.parse(_python_text(source))
+        tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+        try:  # IPython syntax (magics, ! commands)?
+            tree = ast.parse(_python_text(source))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
     names = _Names()
     try:
         names.visit(tree)
