@@ -45,3 +45,46 @@ def sandbox_processes() -> list[int]:
             except OSError:
                 pass
     return found
+
+
+# --------------------------------------------------------------------------- every assignment: right and wrong answers
+
+
+def book_solutions(chapter_path: Path) -> dict[str, str]:
+    """Exercise id -> source of the chapter's solution cell that defines it (the book's own answer)."""
+    import ast
+
+    from course_pe.coursework.exercises import EXERCISES
+
+    nb = nbformat.read(chapter_path, as_version=4)
+    found = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
+            for node in ast.parse(cell.source).body:
+                for ex in EXERCISES.values():
+                    if isinstance(node, ast.FunctionDef) and node.name == ex.function:
+                        found[ex.id] = cell.source
+    return found
+
+
+# A typical wrong answer per exercise, made from the book's solution: (text in the solution, its replacement). Each is
+# a mistake the check names (a classic mistake, several of them made by the course's sources).
+TYPICAL_MISTAKES = {
+    "sinusoidal_table": ("table[:, 1::2] = np.cos(positions * frequencies)",
+                         "table[:, 1::2] = np.cos(positions * 10000.0 ** (-np.arange(1, d_model, 2) / d_model))"),
+    "shift_matrix": ("[[c, s], [-s, c]]", "[[c, -s], [s, c]]"),
+    "add_positional_encoding": ("math.sqrt(d) * embeddings", "embeddings"),
+    "rope_rotation": ("angles = positions.to(torch.float64)", "angles = -positions.to(torch.float64)"),
+    "t5_bucket": ("n = -relative_position", "n = relative_position"),
+    "alibi_slopes": ("closest = 2 ** math.floor(math.log2(num_heads))", "closest = num_heads"),
+    "half_to_interleaved": ("torch.stack([x[..., :half], x[..., half:]], dim=-1).flatten(-2)",
+                            "torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)"),
+    "extrapolation_gap": ("loss_by_position[train_length:].nanmean() - loss_by_position[:train_length].nanmean()",
+                          "loss_by_position[train_length - 1:].nanmean() - loss_by_position[:train_length - 1].nanmean()"),
+}
+
+
+def typical_mistake(solution: str, exercise_id: str) -> str:
+    old, new = TYPICAL_MISTAKES[exercise_id]
+    assert old in solution, f"the book's solution of {exercise_id} changed: update TYPICAL_MISTAKES"
+    return solution.replace(old, new)
