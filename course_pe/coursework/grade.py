@@ -76,6 +76,7 @@ from .names import derive_name, validate_name
 from .roster import Intake, intake, read_roster
 from .sandbox import (
     Sandbox,
+    _check_folders,
     SandboxDied,
     SandboxLimits,
     SandboxTimeout,
@@ -89,6 +90,7 @@ __all__ = [
     "ExerciseGrade",
     "FolderResult",
     "GradeReport",
+    "GradingInterrupted",
     "answer_cells",
     "assignment_from_path",
     "grade_cells",
@@ -504,6 +506,7 @@ def grade_cells(
     cell_timeout, call_timeout, timeout, seed = _validate_options(cell_timeout, call_timeout, timeout, seed, limits,
                                                                   isolation)
     assignment = check_str("assignment", assignment)
+    hide = _check_folders("hide", hide)
     if exercises is None:
         if assignment not in chapters():
             raise ValueError(f"unknown assignment {assignment!r}; chapters with exercises: {', '.join(chapters())}")
@@ -743,6 +746,14 @@ class FolderResult:
     interrupted: bool = False
     seconds: float = 0.0
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.reports, list) or not all(isinstance(r, GradeReport) for r in self.reports):
+            raise TypeError(f"reports must be a list of GradeReport, got {type(self.reports).__name__}")
+        if not isinstance(self.intake, list) or not all(isinstance(i, Intake) for i in self.intake):
+            raise TypeError(f"intake must be a list of Intake, got {type(self.intake).__name__}")
+        check_bool("interrupted", self.interrupted)
+        self.seconds = check_float("seconds", self.seconds, minimum=0.0)
+
 
 def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, roster: Path | None = None,
                  jobs: int | None = None, progress: bool = True, replace: bool = False,
@@ -889,6 +900,9 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
 def summary_table(result: FolderResult | list[GradeReport]) -> str:
     """A plain-text table: one line per student, how many passed each exercise, then every file that was not graded
     (unknown, duplicate, refused ...) and every roster student without a submission."""
+    if not isinstance(result, FolderResult) and (not isinstance(result, list) or not all(
+            isinstance(r, GradeReport) for r in result)):
+        raise TypeError(f"result must be a FolderResult or a list of GradeReport, got {type(result).__name__}")
     reports = result.reports if isinstance(result, FolderResult) else result
     entries = result.intake if isinstance(result, FolderResult) else []
     lines: list[str] = []

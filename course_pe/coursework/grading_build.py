@@ -102,6 +102,8 @@ def grading_build(unavailable: list[str] | tuple[str, ...]) -> Path:
     not exist (the exercise registry and the library disagree)."""
     from .._validation import check_str_sequence
 
+    if not isinstance(unavailable, (list, tuple)):
+        raise TypeError(f"unavailable must be a list of dotted names, got {type(unavailable).__name__}")
     names = sorted(set(check_str_sequence("unavailable", list(unavailable), nonempty_items=True)))
     source_folder = package_folder()
     files = sorted(p for p in source_folder.glob("*.py"))
@@ -131,7 +133,7 @@ def grading_build(unavailable: list[str] | tuple[str, ...]) -> Path:
         missing = sorted(set(names) - done)
         if missing:
             shutil.rmtree(target, ignore_errors=True)
-            raise ValueError(f"unavailable names not found in course_pe: {missing}")
+            raise ValueError(f"unavailable: names not found in course_pe: {missing}")
         compileall.compile_dir(str(package), quiet=2, workers=1)
         for folder, dirs, filenames in os.walk(target):
             os.chmod(folder, 0o755)

@@ -36,5 +36,5 @@ def derive_name(text: str) -> str:
     name = re.sub(r"[^A-Za-z0-9._@+-]", "_", ascii_text)
     name = re.sub(r"^[^A-Za-z0-9]+", "", name)[:128]
     if not name:
-        raise ValueError(f"no student name can be derived from {text!r}: rename the file or use a roster")
+        raise ValueError(f"no student name can be derived from text {text!r}: rename the file or use a roster")
     return name

@@ -27,7 +27,8 @@ from typing import Any
 
 import nbformat
 from nbgrader.preprocessors.base import NbGraderPreprocessor
-from traitlets import Float, Unicode
+from traitlets import Any as AnyTrait
+from traitlets import validate
 
 from .exercises import EXERCISES
 from .names import NAME_PATTERN
@@ -36,13 +37,37 @@ __all__ = ["SandboxedExecute"]
 
 
 class SandboxedExecute(NbGraderPreprocessor):
-    """Grade a notebook's coding exercises in course_pe's sandbox and write the verdicts into its test cells."""
+    """Grade a notebook's coding exercises in course_pe's sandbox and write the verdicts into its test cells.
 
-    cell_timeout = Float(60.0, help="seconds per answer cell").tag(config=True)
-    call_timeout = Float(60.0, help="seconds per exercise (its calls only)").tag(config=True)
-    timeout = Float(300.0, help="seconds for a whole notebook (wall clock)").tag(config=True)
-    isolation = Unicode("", help="'' (full isolation, required by default) or 'limited' (grade without root: a "
-                                 "hostile submission can then read and change the course folder)").tag(config=True)
+    Configurable (``c.SandboxedExecute.<name>`` in ``nbgrader_config.py``, or keyword arguments): ``cell_timeout``
+    (seconds per answer cell), ``call_timeout`` (seconds per exercise, its calls only), ``timeout`` (seconds for a
+    whole notebook, wall clock), ``isolation`` (``""``: full isolation, required; ``"limited"``: grade without root,
+    unsafe with hostile submissions). Arguments left at None keep the configured value.
+    """
+
+    cell_timeout = AnyTrait(60.0, help="seconds per answer cell").tag(config=True)
+    call_timeout = AnyTrait(60.0, help="seconds per exercise (its calls only)").tag(config=True)
+    timeout = AnyTrait(300.0, help="seconds for a whole notebook (wall clock)").tag(config=True)
+    isolation = AnyTrait("", help="'' (full isolation, required by default) or 'limited' (grade without root: a "
+                                  "hostile submission can then read and change the course folder)").tag(config=True)
+
+    def __init__(self, *, cell_timeout: float | None = None, call_timeout: float | None = None,
+                 timeout: float | None = None, isolation: str | None = None, **kwargs: Any) -> None:
+        given = {k: v for k, v in (("cell_timeout", cell_timeout), ("call_timeout", call_timeout),
+                                   ("timeout", timeout), ("isolation", isolation)) if v is not None}
+        super().__init__(**kwargs, **given)
+
+    @validate("cell_timeout", "call_timeout", "timeout")
+    def _seconds(self, proposal: Any) -> float:
+        from .._validation import check_float
+
+        return check_float(proposal["trait"].name, proposal["value"], minimum=0.0, strict_minimum=True)
+
+    @validate("isolation")
+    def _level(self, proposal: Any) -> str:
+        from .._validation import check_choice
+
+        return check_choice("isolation", proposal["value"], ("", "full", "limited"))
 
     def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:
         """Grade ``nb`` (a notebook after nbgrader's sanitising steps) and return it with the verdicts as the
@@ -55,8 +80,6 @@ class SandboxedExecute(NbGraderPreprocessor):
         if not isinstance(resources, dict):
             raise TypeError(f"resources must be a dict, got {type(resources).__name__}")
         level = containment().level
-        if self.isolation not in ("", "full", "limited"):
-            raise ValueError(f"SandboxedExecute.isolation must be '', 'full' or 'limited', got {self.isolation!r}")
         if level != "full" and self.isolation != "limited":
             raise RuntimeError("full isolation is not available here (" + "; ".join(containment().notes) + "): run "
                                "nbgrader autograde as root, or set c.SandboxedExecute.isolation = 'limited' to grade "

@@ -36,7 +36,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._validation import check_optional_str, check_path
+from .._validation import check_optional_str, check_path, check_str
 from .names import derive_name, validate_name
 
 __all__ = ["Intake", "RosterEntry", "intake", "read_roster"]
@@ -57,6 +57,13 @@ class RosterEntry:
     file: str | None = None
     name: str = ""
 
+    def __post_init__(self) -> None:
+        _named("student", self.student)
+        if check_optional_str("file", self.file) is not None and (
+                not self.file or "/" in self.file or "\0" in self.file or self.file in (".", "..")):
+            raise ValueError(f"file must be a plain file name, got {self.file!r}")
+        check_str("name", self.name)
+
 
 @dataclass(frozen=True)
 class Intake:
@@ -72,6 +79,23 @@ class Intake:
     detail: str = ""
     raw: bytes | None = None
 
+    def __post_init__(self) -> None:
+        check_str("file", self.file)
+        if self.student is not None:
+            _named("student", self.student)
+        if self.status not in INTAKE_STATUSES and self.status != "not graded (interrupted)":
+            raise ValueError(f"unknown status {self.status!r}; expected one of {', '.join(INTAKE_STATUSES)}")
+        check_str("detail", self.detail)
+        if self.raw is not None and not isinstance(self.raw, bytes):
+            raise TypeError(f"raw must be None or bytes, got {type(self.raw).__name__}")
+
+
+def _named(field: str, value: object) -> str:
+    try:
+        return validate_name(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{field}: {error}") from None
+
 
 def _header_key(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.strip().lower()).strip("_")
@@ -84,9 +108,9 @@ def read_roster(path: Path, id_column: str | None = None) -> list[RosterEntry]:
     try:
         info = os.lstat(path)
     except OSError as exc:
-        raise ValueError(f"the roster {str(path)!r} cannot be read: {exc.strerror}") from None
+        raise ValueError(f"the roster (path) {str(path)!r} cannot be read: {exc.strerror}") from None
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
-        raise ValueError(f"the roster {str(path)!r} is not a regular file (symbolic links are not followed)")
+        raise ValueError(f"the roster (path) {str(path)!r} is not a regular file (symbolic links are not followed)")
     if info.st_size > MAX_ROSTER_BYTES:
         raise ValueError(f"the roster has {info.st_size} bytes, more than {MAX_ROSTER_BYTES}")
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -108,7 +132,7 @@ def read_roster(path: Path, id_column: str | None = None) -> list[RosterEntry]:
     id_at = next((header.index(c) for c in wanted if c in header), None)
     if id_at is None:
         raise ValueError(f"the roster has no student column: the header is {rows[0]}; expected one of "
-                         f"{', '.join(wanted)}")
+                         f"{', '.join(wanted)}" + (" (id_column)" if id_column else ""))
     file_at = next((header.index(c) for c in FILE_COLUMNS if c in header), None)
     name_at = next((header.index(c) for c in NAME_COLUMNS if c in header and header.index(c) != id_at), None)
     entries: list[RosterEntry] = []

@@ -126,6 +126,16 @@ class Containment:
     pids_version: int = 0
     notes: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        from .._validation import check_choice, check_int, check_optional_str, check_str_sequence
+
+        check_choice("level", self.level, ("full", "limited"))
+        for name in ("kill_group", "memory_group", "pids_group"):
+            check_optional_str(name, getattr(self, name))
+        for name in ("memory_version", "pids_version"):
+            check_int(name, getattr(self, name), minimum=0, maximum=2)
+        check_str_sequence("notes", self.notes, kind=tuple)
+
     @property
     def description(self) -> str:
         """One line for every report: the level, then how memory, processes and the tree's end are enforced."""
@@ -501,7 +511,14 @@ def _zygote(level: str) -> _Zygote:
 
 def prepare(level: str, timeout: float = 300.0) -> None:
     """Start the template process for ``level`` now, from the calling thread (it dies when this thread does:
-    call it from the main thread before grading in worker threads)."""
+    call it from the main thread before grading in worker threads). ``level``: ``"full"`` or ``"limited"``;
+    ``timeout``: seconds for the start (the imports)."""
+    from .._validation import check_choice, check_float
+
+    check_choice("level", level, ("full", "limited"))
+    check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
+    if level == "full" and containment().level != "full":
+        raise ValueError("level 'full' is not available here (" + "; ".join(containment().notes) + ")")
     zygote = _zygote(level)
     with zygote.lock:
         if not zygote.alive():
@@ -552,7 +569,9 @@ _REFUSING = threading.Event()
 def kill_all(refuse_new: bool = False) -> int:
     """Kill the processes of every live sandbox (for Ctrl-C); with ``refuse_new``, sandboxes started from now on
     fail at once until :func:`allow_new`. Returns how many were live."""
-    if refuse_new:
+    from .._validation import check_bool
+
+    if check_bool("refuse_new", refuse_new):
         _REFUSING.set()
     with _LIVE_LOCK:
         live = list(_LIVE)
@@ -763,7 +782,7 @@ class Sandbox:
         view = memoryview(data)
         while view:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not poller.poll(remaining * 1000):
+            if remaining <= 0 or not poller.poll(min(remaining, 3600.0) * 1000):
                 raise self._fail(SandboxTimeout("the sandbox stopped reading its requests"))
             try:
                 view = view[os.write(self._to_child, view[: 1 << 16]):]
@@ -777,7 +796,7 @@ class Sandbox:
         poller.register(self._from_child, select.POLLIN)
         while len(self._buffer) < n:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not poller.poll(remaining * 1000):
+            if remaining <= 0 or not poller.poll(min(remaining, 3600.0) * 1000):
                 raise self._fail(SandboxTimeout("no answer in time"))
             try:
                 chunk = os.read(self._from_child, min(n - len(self._buffer), 1 << 20))
