@@ -257,7 +257,10 @@ def test_cli_writes_the_course_folder(tmp_path, capsys):
     assert release.main([*paths, "--out", str(tmp_path)]) == 0
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert written == ["nbgrader_config.py", "source/extrapolation/extrapolation.ipynb", "source/relative/relative.ipynb"]
-    assert "t5_bucket, alibi_slopes" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "t5_bucket, alibi_slopes" in printed
+    # newcomer F7: the printed next step works from a plain shell (nbgrader needs the environment's PATH)
+    assert f"source {Path(sys.prefix) / 'bin' / 'activate'} && cd {tmp_path} && nbgrader generate_assignment" in printed
     config = (tmp_path / "nbgrader_config.py").read_text()
     compile(config, "nbgrader_config.py", "exec")
     assert "c.CourseDirectory.course_id = 'positional-encoding-corrected'" in config

@@ -19,6 +19,7 @@ import compileall
 import hashlib
 import os
 import shutil
+import tempfile
 import threading
 from pathlib import Path
 
@@ -28,6 +29,30 @@ __all__ = ["grading_build", "package_folder", "repository_root"]
 
 _BUILDS: dict[str, Path] = {}
 _LOCK = threading.Lock()
+_WORK_ROOT: Path | None = None
+
+
+def work_root() -> Path:
+    """A private folder of this grader process (mode 0700): the grading builds, and the mount point on which each
+    sandbox builds its root file system (in its own mount namespace). Removed at exit
+    (:func:`remove_work_root`)."""
+    global _WORK_ROOT
+    with _LOCK:
+        if _WORK_ROOT is None or not _WORK_ROOT.is_dir():
+            _WORK_ROOT = Path(tempfile.mkdtemp(prefix="course_pe_grading_"))
+            (_WORK_ROOT / "root").mkdir()
+            _BUILDS.clear()
+        return _WORK_ROOT
+
+
+def remove_work_root() -> None:
+    """Remove the folder of :func:`work_root` (the sandboxes must be gone)."""
+    global _WORK_ROOT
+    with _LOCK:
+        if _WORK_ROOT is not None:
+            shutil.rmtree(_WORK_ROOT, ignore_errors=True)
+            _WORK_ROOT = None
+            _BUILDS.clear()
 
 
 def package_folder() -> Path:
@@ -109,12 +134,11 @@ def grading_build(unavailable: list[str] | tuple[str, ...]) -> Path:
     files = sorted(p for p in source_folder.glob("*.py"))
     stamp = hashlib.sha256(repr((names, [(p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files]))
                            .encode()).hexdigest()[:16]
+    root = work_root()
     with _LOCK:
         if stamp in _BUILDS and _BUILDS[stamp].is_dir():
             return _BUILDS[stamp]
-        from .sandbox import _work_root
-
-        target = _work_root() / f"build-{stamp}"
+        target = root / f"build-{stamp}"
         package = target / "course_pe"
         if target.exists():
             shutil.rmtree(target)

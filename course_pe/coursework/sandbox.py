@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from . import _child
+from .grading_build import grading_build, package_folder, remove_work_root, repository_root, work_root
 
 __all__ = ["Containment", "Sandbox", "SandboxDied", "SandboxLimits", "SandboxTimeout", "allow_new", "containment",
            "isolation_level", "kill_all", "prepare"]
@@ -525,28 +526,12 @@ def prepare(level: str, timeout: float = 300.0) -> None:
             zygote.start(timeout)
 
 
-_WORK_ROOT: Path | None = None
-_WORK_LOCK = threading.Lock()
-
-
-def _work_root() -> Path:
-    """A private folder of this grader process (root only): the mount point of the children's root file systems
-    and the grading builds. Removed at exit."""
-    global _WORK_ROOT
-    with _WORK_LOCK:
-        if _WORK_ROOT is None or not _WORK_ROOT.is_dir():
-            _WORK_ROOT = Path(tempfile.mkdtemp(prefix="course_pe_grading_"))
-            (_WORK_ROOT / "root").mkdir()
-        return _WORK_ROOT
-
-
 @atexit.register
 def _shutdown() -> None:
     kill_all()
     for zygote in list(_ZYGOTES.values()):
         zygote.close()
-    if _WORK_ROOT is not None:
-        shutil.rmtree(_WORK_ROOT, ignore_errors=True)
+    remove_work_root()
 
 
 # --------------------------------------------------------------------------- one submission's sandbox
@@ -647,8 +632,6 @@ class Sandbox:
 
     def start(self) -> None:
         """Start the child and run nothing yet (``limits.startup_seconds``)."""
-        from .grading_build import grading_build, package_folder, repository_root
-
         if _REFUSING.is_set():
             raise SandboxDied("grading was interrupted")
         build = grading_build(self.unavailable)
@@ -664,7 +647,7 @@ class Sandbox:
             repo = repository_root()
             hide = [str(p) for p in [package, repo, *self.hide] if p is not None]
             request.update({
-                "root_mount": str(_work_root() / "root"), "uid": _new_uid(), "tmp_bytes": self.limits.tmp_bytes,
+                "root_mount": str(work_root() / "root"), "uid": _new_uid(), "tmp_bytes": self.limits.tmp_bytes,
                 "system": [f for f in _SYSTEM_FOLDERS if os.path.lexists(f)], "python": _python_folders(),
                 "hide": sorted(set(hide), key=len),
                 # what the submission must not see (a bare folder may remain where a kept one lies inside it)
