@@ -112,13 +112,15 @@ book-student: $(STAMP)
 workbook: $(STAMP)
 	$(BIN)/python -m course_pe.coursework.workbook $(NOTEBOOKS) --out workbook
 
-# NB, DIR, ROSTER, STUDENT, ASSIGNMENT, JOBS, GRADES, REPLACE and ISOLATION reach the grader through the environment,
-# unexpanded (a `$(...)` in a file name stays text): no shell, and no make function, ever sees a file or student name.
-GRADE_VARIABLES := NB DIR ROSTER STUDENT ASSIGNMENT JOBS GRADES REPLACE ISOLATION
+# NB, DIR, ROSTER, ROSTER_COLUMN, STUDENT, ASSIGNMENT, JOBS, GRADES, REPLACE and ISOLATION reach the grader through
+# the environment, unexpanded (a `$(...)` in a file name stays text): no shell, and no make function, ever sees a file
+# or student name.
+GRADE_VARIABLES := NB DIR ROSTER ROSTER_COLUMN STUDENT ASSIGNMENT JOBS GRADES REPLACE ISOLATION
 $(foreach v,$(GRADE_VARIABLES),$(eval override $(v) := $$(value $(v))))
 grade: export NB := $(NB)
 grade: export DIR := $(DIR)
 grade: export ROSTER := $(ROSTER)
+grade: export ROSTER_COLUMN := $(ROSTER_COLUMN)
 grade: export STUDENT := $(STUDENT)
 grade: export ASSIGNMENT := $(ASSIGNMENT)
 grade: export JOBS := $(JOBS)

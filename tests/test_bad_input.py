@@ -1350,7 +1350,7 @@ REGISTRY.update({
                      out=f"{_COURSE_DIR.name}/grades", progress=False),
         {"folder": st.one_of(BAD_PATH, st.just(f"{tempfile.gettempdir()}/course_pe_no_such_folder")),
          "assignment": st.sampled_from([3, "nope", ["relative"]]), "out": BAD_PATH, "jobs": bad_int(1),
-         "progress": BAD_BOOL, "replace": BAD_BOOL,
+         "progress": BAD_BOOL, "replace": BAD_BOOL, "roster_column": st.sampled_from([3, b"id", ["id"]]),
          "roster": st.one_of(st.sampled_from([3, b"r.csv", ["r.csv"], ""]),
                              st.just(f"{tempfile.gettempdir()}/course_pe_no_such_roster.csv"))},
         extremes=[dict(jobs=1), dict(jobs=10**6, assignment="sinusoidal", replace=True)],

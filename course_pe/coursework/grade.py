@@ -12,7 +12,7 @@ The submission is untrusted code; the grader is the only trusted party.
   decides: not its file name, not its metadata (when the assignment is unknown, the error message mentions what the
   notebook's metadata claims, as a hint).
 * **Whose.** ``--student`` for one notebook; for a folder, a roster or the file names, checked
-  (:mod:`course_pe.coursework.roster`): symbolic links are refused, never followed; unknown, duplicate, non-UTF-8
+  (``course_pe.coursework.roster``): symbolic links are refused, never followed; unknown, duplicate, non-UTF-8
   and unreadable files get clear rows; nothing is renamed silently.
 * **Reading.** The notebook is opened without following links, read as JSON (at most 20 MiB, nesting limited) by
   the grader. Only the sources of code cells are used.
@@ -22,7 +22,7 @@ The submission is untrusted code; the grader is the only trusted party.
   define the assignment's functions, plus the cells that define names those cells use (a helper in its own cell),
   in notebook order (:func:`answer_cells`). The chapter's other cells (demonstrations, training, Java) never run.
   The ``course_pe`` the sandbox imports lacks the functions being graded and the exercise checks
-  (:mod:`course_pe.coursework.grading_build`): there is nothing to unlock.
+  (``course_pe.coursework.grading_build``): there is nothing to unlock.
 * **Checking.** For each exercise the grader sends the inputs of every case, visible and hidden (drawn from wide
   ranges with a fresh secret seed per submission, recorded in the report; ``--seed`` reproduces one), receives only
   the raw answers and computes the verdict itself (:func:`course_pe.coursework.exercises.judge`).
@@ -756,13 +756,14 @@ class FolderResult:
 
 
 def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, roster: Path | None = None,
-                 jobs: int | None = None, progress: bool = True, replace: bool = False,
-                 **options: Any) -> FolderResult:
+                 roster_column: str | None = None, jobs: int | None = None, progress: bool = True,
+                 replace: bool = False, **options: Any) -> FolderResult:
     """Grade every notebook in ``folder`` (not recursive), ``jobs`` at a time, recording each in the gradebook under
     ``out`` as soon as it is graded and writing the exports at the end (also after Ctrl-C).
 
-    Whose file is which comes from ``roster`` (a CSV file, see :mod:`course_pe.coursework.roster`) or from the file
-    names (checked, never renamed). Students who already have grades for the assignment make this a ``ValueError``
+    Whose file is which comes from ``roster`` (a CSV file, see ``course_pe.coursework.roster``) or from the file
+    names (checked, never renamed); ``roster_column`` names the roster's student column when it is not one of the
+    usual ones. Students who already have grades for the assignment make this a ``ValueError``
     before anything is graded, unless ``replace`` is True. ``options``: those of :func:`grade_cells` (timeouts, seed,
     limits, isolation, exercises). Raises :class:`GradingInterrupted` (after writing the exports) on Ctrl-C.
     """
@@ -774,6 +775,7 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
     out = check_path("out", out)
     if roster is not None:
         roster = check_path("roster", roster)
+    roster_column = check_optional_str("roster_column", roster_column)
     jobs = check_optional_int("jobs", jobs, minimum=1)
     check_bool("progress", progress)
     check_bool("replace", replace)
@@ -791,7 +793,7 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
             raise ValueError(f"cannot tell which assignment {folder} holds: pass --assignment (ASSIGNMENT=), one of "
                              f"{', '.join(chapters())}")
     ids = exercises or exercises_for_chapter(assignment)
-    entries = intake(folder, read_roster(roster) if roster is not None else None)
+    entries = intake(folder, read_roster(roster, roster_column) if roster is not None else None)
     to_grade = [e for e in entries if e.status in ("grade", "refused")]
     book = Gradebook(out)
     already = book.graded(assignment)
@@ -948,9 +950,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebook", type=Path, nargs="?")
     parser.add_argument("--dir", type=Path, help="grade every notebook in this folder")
     parser.add_argument("--roster", type=Path, help="CSV file: whose submission is which (see roster.py)")
+    parser.add_argument("--roster-column", help="the roster's student column, when it is none of the usual ones")
     parser.add_argument("--from-env", action="store_true",
-                        help="read NB, DIR, ROSTER, STUDENT, ASSIGNMENT, JOBS, GRADES (the --out folder), REPLACE and "
-                             "ISOLATION from the environment (used by make)")
+                        help="read NB, DIR, ROSTER, ROSTER_COLUMN, STUDENT, ASSIGNMENT, JOBS, GRADES (the --out folder), "
+                             "REPLACE and ISOLATION from the environment (used by make)")
     parser.add_argument("--student", help="name used in the gradebook (one notebook; default: the file name)")
     parser.add_argument("--assignment", help=f"chapter: {', '.join(chapters())} (default: from the folder's name)")
     parser.add_argument("--exercises", help="comma-separated exercise ids instead of an assignment's")
@@ -965,13 +968,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="seed of the hidden cases (default: a fresh secret per submission)")
     args = parser.parse_args(argv)
     if args.from_env:
-        env = {k: os.environ.get(k, "").strip() for k in ("NB", "DIR", "ROSTER", "STUDENT", "ASSIGNMENT", "JOBS",
-                                                           "GRADES", "REPLACE", "ISOLATION")}
+        env = {k: os.environ.get(k, "").strip() for k in ("NB", "DIR", "ROSTER", "ROSTER_COLUMN", "STUDENT",
+                                                           "ASSIGNMENT", "JOBS", "GRADES", "REPLACE", "ISOLATION")}
         if env["GRADES"]:
             args.out = Path(env["GRADES"])
         args.notebook = Path(env["NB"]) if env["NB"] else None
         args.dir = Path(env["DIR"]) if env["DIR"] else None
         args.roster = Path(env["ROSTER"]) if env["ROSTER"] else None
+        args.roster_column = env["ROSTER_COLUMN"] or None
         args.student = env["STUDENT"] or None
         args.assignment = env["ASSIGNMENT"] or None
         args.replace = _truthy(env["REPLACE"])
@@ -1007,7 +1011,8 @@ def main(argv: list[str] | None = None) -> int:
                                  "(ROSTER=) or the file names")
             try:
                 result = grade_folder(args.dir, assignment=args.assignment, out=args.out, roster=args.roster,
-                                      jobs=args.jobs, replace=args.replace, **options)
+                                      roster_column=args.roster_column, jobs=args.jobs, replace=args.replace,
+                                      **options)
             except GradingInterrupted as stop:
                 result = stop.args[0]
                 print(summary_table(result))

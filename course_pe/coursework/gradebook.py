@@ -83,7 +83,7 @@ class Gradebook:
         """Replace ``report.student``'s rows for ``report.assignment`` by the report's and write its JSON report
         (under the database's write lock). Returns the JSON file's path. ``report`` is a
         :class:`course_pe.coursework.grade.GradeReport` (checked by its fields); its student name must be valid
-        (:func:`course_pe.coursework.names.validate_name`)."""
+        (``course_pe.coursework.names.validate_name``)."""
         # by its fields, not isinstance: ``python -m course_pe.coursework.grade`` makes its reports from
         # ``__main__.GradeReport``, and the gradebook must not import the grader (no import circle)
         if not all(hasattr(report, a) for a in ("student", "assignment", "notebook", "exercises", "seed", "to_json")):

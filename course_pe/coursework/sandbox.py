@@ -3,7 +3,7 @@
 The grader (trusted) runs each submission in a fresh child process. How it is contained depends on what the machine
 allows; :func:`containment` finds out once and every report states it (:attr:`Containment.description`).
 
-**Processes.** A template process (the *zygote*, :mod:`course_pe.coursework._child`) imports NumPy, PyTorch and
+**Processes.** A template process (the *zygote*, ``course_pe.coursework._child``) imports NumPy, PyTorch and
 IPython once and never runs submission code. For each submission it forks a *keeper* (root), which joins the
 creates new mount, PID, network, IPC and UTS namespaces and forks the *child*, PID 1 of the new PID namespace, which
 first joins the submission's cgroups. Killing the child kills every process of the submission (the kernel ends a PID namespace with its
@@ -14,7 +14,7 @@ the submission does can clear that signal).
 **What the child sees** (the *full* isolation level: the grader is root and namespaces work). A root file system
 built for it on a tmpfs: the system folders (``/usr``, ``/etc``, ``/lib*``, ``/bin``) and the Python installation
 and its site-packages, bound read-only; ``/grading``, a copy of ``course_pe`` built for the assignment without the
-functions being graded and without the coursework tools (:mod:`course_pe.coursework.grading_build`); a private
+functions being graded and without the coursework tools (``course_pe.coursework.grading_build``); a private
 ``/proc``; a few device nodes; and ``/tmp``, the only writable place, a tmpfs of ``tmp_bytes`` (the disk quota; also
 ``/dev/shm``). The repository, the book, the gradebook, the submissions, ``/run``, ``/var``, ``/home`` and
 everything else do not exist there, so nothing written survives grading. No network (an empty network namespace),
