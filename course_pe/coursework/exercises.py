@@ -77,8 +77,8 @@ INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "u
 FLOAT32_RELATIVE_TOLERANCE = 2e-5
 #: the statuses of an :class:`Outcome`
 OUTCOME_STATUSES = ("ok", "stub", "error", "missing", "timeout", "invalid")
-#: what the grader runs before a submission's answer cells: the imports the exercises may use (the same as the set-up
-#: cell of the nbgrader release). ``course_pe`` is the grading build, without the functions being graded.
+#: The set-up the grader runs before a submission's answer cells, the imports the exercises may use (the same as the
+#: set-up cell of the nbgrader release). Its ``course_pe`` is the grading build, without the functions being graded.
 GRADING_SETUP = "import math\n\nimport numpy as np\nimport torch\n\nimport course_pe as cpe\n"
 
 

@@ -4,10 +4,11 @@ The grader (trusted) runs each submission in a fresh child process. How it is co
 allows; :func:`containment` finds out once and every report states it (:attr:`Containment.description`).
 
 **Processes.** A template process (the *zygote*, ``course_pe.coursework._child``) imports NumPy, PyTorch and
-IPython once and never runs submission code. For each submission it forks a *keeper* (root), which joins the
-creates new mount, PID, network, IPC and UTS namespaces and forks the *child*, PID 1 of the new PID namespace, which
-first joins the submission's cgroups. Killing the child kills every process of the submission (the kernel ends a PID namespace with its
-init); the grader also kills the submission's cgroup where there is one. If the grader dies, the zygote dies
+IPython once and never runs submission code. For each submission it forks a *keeper* (root), which creates new
+mount, PID, network, IPC and UTS namespaces and forks the *child*, PID 1 of the new PID namespace, which first joins
+the submission's cgroups. Killing the child kills every process of the submission (the kernel ends a PID namespace
+with its init); the grader also kills the submission's cgroup where there is one and waits until the keeper has
+reaped the child. If the grader dies, the zygote dies
 (parent-death signal), each keeper then kills its child (the keeper is root and runs no submission code, so nothing
 the submission does can clear that signal).
 
@@ -139,7 +140,7 @@ class Containment:
 
     @property
     def description(self) -> str:
-        """One line for every report: the level, then how memory, processes and the tree's end are enforced."""
+        """One line for every report, with the level, then how memory, processes and the tree's end are enforced."""
         if self.level == "full":
             parts = ["full: namespaces (mount, PID, network, IPC, UTS), fresh read-only root, tmpfs /tmp"]
         else:
@@ -299,7 +300,7 @@ def isolation_level() -> str:
 
 
 class _Cgroups:
-    """The cgroups of one submission: created with their limits, joined by the keeper, killed, removed."""
+    """The cgroups of one submission: created with their limits, joined by its child, killed, removed."""
 
     _serial = itertools.count()
 
