@@ -138,7 +138,8 @@ if os.fork() == 0:
     time.sleep(10**6)
 """,
     "staller": """import json, os, struct, time
-reply = json.dumps({"status": "ok", "id": 2, "error": None}).encode()  # the reply the grader awaits for this cell
+# a perfect forgery: the protocol is public, and the set-up is request 1, the t5_bucket cell 2, this cell 3
+reply = json.dumps({"status": "ok", "id": 3, "error": None}).encode()
 for fd in range(3, 40):  # on every descriptor (one is the grader's channel), then silence
     try:
         os.write(fd, struct.pack(">I", len(reply)) + reply)
