@@ -64,6 +64,50 @@ document.addEventListener("DOMContentLoaded", function () {
 """
 _SITE_CSS = """\
 details.proof-fold > summary { cursor: pointer; font-weight: 600; }
+
+/* One search box: the theme's top header band repeats the sidebar's "Search Ctrl+K" button and holds nothing else
+   (the article header has the menu button); Ctrl+K still opens the search dialog. */
+header.bd-header { display: none !important; }
+
+/* Nothing is cut off at the column's edge. A block wider than the column scrolls inside itself, shows a scrollbar
+   (also where the system hides scrollbars until one scrolls) and a shadow on the side where more content is.
+   book_site_layout.js marks such blocks .pe-scroll and keeps .pe-more-left / .pe-more-right current. */
+.bd-article div.highlight > pre, .bd-article div.cell_output pre, .bd-article div.output pre,
+.bd-article div.math, .bd-article .pst-scrollable-table-container, .bd-article div.output.text_html,
+.bd-article mjx-container.pe-wide-inline {
+  overflow-x: auto;
+}
+.bd-article div.math { overflow-y: hidden; }
+/* The equation's div scrolls (and is marked), not MathJax's container inside it. */
+.bd-article div.math > mjx-container[jax="CHTML"][display="true"] { overflow: visible; }
+.bd-article mjx-container.pe-wide-inline {
+  display: inline-block; max-width: 100%; overflow-y: hidden; vertical-align: middle;
+}
+.pe-scroll { scrollbar-width: thin; scrollbar-color: rgba(110, 110, 110, 0.75) transparent; }
+.pe-scroll::-webkit-scrollbar { height: 9px; }
+.pe-scroll::-webkit-scrollbar-thumb { background: rgba(110, 110, 110, 0.75); border-radius: 5px; }
+.pe-scroll.pe-more-right { box-shadow: inset -16px 0 12px -12px rgba(0, 0, 0, 0.45); }
+.pe-scroll.pe-more-left { box-shadow: inset 16px 0 12px -12px rgba(0, 0, 0, 0.45); }
+.pe-scroll.pe-more-left.pe-more-right {
+  box-shadow: inset 16px 0 12px -12px rgba(0, 0, 0, 0.45), inset -16px 0 12px -12px rgba(0, 0, 0, 0.45);
+}
+html[data-theme="dark"] .pe-scroll.pe-more-right { box-shadow: inset -16px 0 12px -12px rgba(255, 255, 255, 0.5); }
+html[data-theme="dark"] .pe-scroll.pe-more-left { box-shadow: inset 16px 0 12px -12px rgba(255, 255, 255, 0.5); }
+html[data-theme="dark"] .pe-scroll.pe-more-left.pe-more-right {
+  box-shadow: inset 16px 0 12px -12px rgba(255, 255, 255, 0.5), inset -16px 0 12px -12px rgba(255, 255, 255, 0.5);
+}
+p.pe-scroll-note { font-size: 0.85em; color: var(--pst-color-text-muted); margin: 0.2em 0 0.3em; }
+
+/* Print (make pdf): nothing scrolls on paper. Code and outputs wrap, wide tables and equations are scaled to fit
+   (book_site_layout.js, before printing), folds are open. */
+@media print {
+  .bd-article div.highlight > pre, .bd-article div.cell_output pre, .bd-article div.output pre {
+    white-space: pre-wrap; overflow-wrap: anywhere; overflow: visible;
+  }
+  .pe-scroll, .pe-scroll.pe-more-left, .pe-scroll.pe-more-right { box-shadow: none; }
+  p.pe-scroll-note { display: none; }
+}
+
 /* Phones: long identifiers, signatures, URLs and index tables wrap instead of widening the page. */
 @media (max-width: 767.98px) {
   .bd-content { overflow-wrap: anywhere; }
@@ -203,9 +247,14 @@ def number_per_chapter(app: Sphinx, env) -> list[str]:
     return []
 
 
+STATIC = Path(__file__).resolve().parent / "book_site_static"
+
+
 def write_css(app: Sphinx, exception: Exception | None) -> None:
     if exception is None and app.builder.format == "html":
         (Path(app.outdir) / "_static" / "book_site.css").write_text(_SITE_CSS)
+        for name in ("book_site_layout.js", "book_site_search.js"):
+            shutil.copy2(STATIC / name, Path(app.outdir) / "_static" / name)
 
 
 def check_config(app: Sphinx, config) -> None:
@@ -231,4 +280,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-merge-info", merge_math_titles)
     app.connect("doctree-resolved", math_in_link_text)
     app.add_css_file("book_site.css")
+    app.add_js_file("book_site_layout.js")
+    app.add_js_file("book_site_search.js", priority=900)  # after searchtools.js, whose Search it wraps
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
