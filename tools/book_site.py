@@ -29,12 +29,19 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
+from sphinx.util import logging
 from sphinx.util.nodes import clean_astext
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cjk_font  # noqa: E402  (tools/cjk_font.py, beside this file)
+
+logger = logging.getLogger(__name__)
 
 MATHJAX_PATH = "mathjax/tex-mml-chtml.js"
 # Everything under es5/ except these (top-level combined components we do not load, and the SVG output).
@@ -233,6 +240,55 @@ def drop_repeated_scripts(app: Sphinx, pagename: str, templatename: str, context
     scripts[:] = unique
 
 
+class cjk_span(nodes.inline):
+    """A run of Chinese text in an English page: ``<span lang="zh">`` (the CJK font and correct line breaking)."""
+
+
+def _visit_cjk_span(self, node: cjk_span) -> None:
+    self.body.append('<span lang="zh">')
+
+
+def _depart_cjk_span(self, node: cjk_span) -> None:
+    self.body.append("</span>")
+
+
+# Text in these nodes is code, math or markup that a span would break.
+_NO_CJK_SPAN = (nodes.FixedTextElement, nodes.literal, nodes.math, nodes.raw, nodes.comment, nodes.Invisible,
+                nodes.title, cjk_span)
+
+
+def mark_chinese(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Wrap every run of Chinese text of an English page in ``cjk_span`` (HTML builders only)."""
+    if app.builder.format != "html" or (app.config.language or "en").lower().startswith("zh"):
+        return
+    for text in list(doctree.findall(nodes.Text)):
+        parent = text.parent
+        if parent is None or not cjk_font.CJK_CHAR.search(text.astext()):
+            continue
+        if any(isinstance(a, _NO_CJK_SPAN) for a in _ancestors(parent)):
+            continue
+        value = text.astext()
+        parts: list[nodes.Node] = []
+        position = 0
+        for match in cjk_font.CJK_RUN.finditer(value):
+            if match.start() > position:
+                parts.append(nodes.Text(value[position:match.start()]))
+            parts.append(cjk_span("", match.group(0)))
+            position = match.end()
+        if position < len(value):
+            parts.append(nodes.Text(value[position:]))
+        index = parent.index(text)
+        parent.remove(text)
+        for offset, part in enumerate(parts):
+            parent.insert(index + offset, part)
+
+
+def _ancestors(node: nodes.Node):
+    while node is not None:
+        yield node
+        node = node.parent
+
+
 PER_CHAPTER_TYPES = ("exercise",)
 
 
@@ -250,9 +306,40 @@ def number_per_chapter(app: Sphinx, env) -> list[str]:
 STATIC = Path(__file__).resolve().parent / "book_site_static"
 
 
+def _font_css(unicode_range: str) -> str:
+    """The served CJK font: used for every CJK character (last in the text stacks, first in Chinese spans)."""
+    if not unicode_range:
+        return ""
+    family = cjk_font.FAMILY
+    return f"""
+/* Noto Sans SC (SIL OFL 1.1, _static/fonts/OFL.txt), subset to the CJK characters of this build
+   (tools/cjk_font.py): Chinese text renders on machines without a CJK font. */
+@font-face {{
+  font-family: "{family}";
+  src: url("fonts/course-cjk.woff2") format("woff2");
+  font-weight: 100 900;
+  font-display: swap;
+  unicode-range: {unicode_range};
+}}
+html {{
+  --pst-font-family-base: system-ui, "{family}", sans-serif, "Apple Color Emoji", "Segoe UI Emoji", "Noto Color Emoji";
+  --pst-font-family-heading: var(--pst-font-family-base);
+  --pst-font-family-monospace: var(--pst-font-family-monospace-system), "{family}";
+}}
+:lang(zh) {{ font-family: "{family}", var(--pst-font-family-base); }}
+:lang(zh) code, :lang(zh) pre, :lang(zh) kbd {{ font-family: var(--pst-font-family-monospace); }}
+"""
+
+
 def write_css(app: Sphinx, exception: Exception | None) -> None:
     if exception is None and app.builder.format == "html":
-        (Path(app.outdir) / "_static" / "book_site.css").write_text(_SITE_CSS)
+        outdir = Path(app.outdir)
+        try:
+            chars, unicode_range = cjk_font.subset_site(outdir)
+        except ValueError as err:  # a CJK character the source font lacks
+            raise ExtensionError(f"CJK font: {err}") from err
+        (outdir / "_static" / "book_site.css").write_text(_SITE_CSS + _font_css(unicode_range))
+        logger.info(f"[book_site] CJK font subset: {len(chars)} characters")
         for name in ("book_site_layout.js", "book_site_search.js"):
             shutil.copy2(STATIC / name, Path(app.outdir) / "_static" / name)
 
@@ -279,6 +366,8 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-get-updated", number_per_chapter, priority=900)  # after Sphinx assigns figure numbers
     app.connect("env-merge-info", merge_math_titles)
     app.connect("doctree-resolved", math_in_link_text)
+    app.connect("doctree-resolved", mark_chinese)
+    app.add_node(cjk_span, html=(_visit_cjk_span, _depart_cjk_span))
     app.add_css_file("book_site.css")
     app.add_js_file("book_site_layout.js")
     app.add_js_file("book_site_search.js", priority=900)  # after searchtools.js, whose Search it wraps

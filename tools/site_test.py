@@ -39,6 +39,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import cjk_font  # noqa: E402
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -79,6 +81,7 @@ class Report:
     blocked: list[str] = field(default_factory=list)
     pages: int = 0
     blocks: int = 0
+    cjk_samples: int = 0
 
     def fail(self, page: str, message: str) -> None:
         self.problems.append(f"{page}: {message}")
@@ -387,6 +390,86 @@ DETECTOR_MUST_FIND = ("code-cut", "code-no-shadow", "equation-past-column", "tab
 DETECTOR_MUST_PASS = ("code-ok", "output-ok", "equation-ok", "table-ok", "inline-ok")
 
 
+# ----------------------------------------------------------------------------------------------- Chinese text
+
+# Up to `count` visible elements of the article holding Chinese text (spans marked lang="zh" on an English page,
+# any element on a Chinese one) are tagged data-pe-cjk; for each, the CJK characters of its own text and the
+# advance of those characters in em (a CJK glyph is one em wide; a missing glyph is not).
+_CJK_SAMPLES_JS = """
+([pattern, count]) => {
+  const re = new RegExp(pattern, 'gu');
+  const article = document.querySelector('article.bd-article') || document.body;
+  const marked = Array.from(article.querySelectorAll('[lang|="zh"]'));
+  const candidates = marked.length ? marked : Array.from(article.querySelectorAll('p, li, h1, h2, h3, td, blockquote'));
+  const out = [];
+  for (const e of candidates) {
+    if (out.length >= count) break;
+    if (!e.getClientRects().length || !e.checkVisibility({visibilityProperty: true})) continue;
+    const own = Array.from(e.childNodes).filter((n) => n.nodeType === Node.TEXT_NODE);
+    const node = own.find((n) => (n.textContent.match(re) || []).length >= 2);
+    if (!node) continue;
+    const chars = node.textContent.match(re);
+    const range = document.createRange();
+    let advance = 0;
+    let index = 0;
+    for (const ch of node.textContent) {
+      const len = ch.length;
+      if (ch.match(re)) {
+        range.setStart(node, index); range.setEnd(node, index + len);
+        advance += range.getBoundingClientRect().width;
+      }
+      index += len;
+    }
+    const em = parseFloat(getComputedStyle(e).fontSize);
+    e.dataset.peCjk = String(out.length);
+    out.push({text: node.textContent.trim().slice(0, 40), chars: chars.length, em: advance / chars.length / em});
+  }
+  return out;
+}
+"""
+
+
+def check_cjk(page, rel: str, report: Report, cdp) -> int:
+    """Chinese text renders with real glyphs: the served web font draws every CJK character of a few samples, and
+    each character advances by about one em (a box drawn for a missing glyph would come from a system font)."""
+    samples = page.evaluate(_CJK_SAMPLES_JS, [cjk_font.CJK_CLASS_JS, 4])
+    if not samples:
+        return 0
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    node_ids = cdp.send("DOM.querySelectorAll", {"nodeId": root, "selector": "[data-pe-cjk]"})["nodeIds"]
+    for sample, node_id in zip(samples, node_ids):
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node_id})["fonts"]
+        served = sum(f["glyphCount"] for f in fonts if f.get("isCustomFont"))
+        if served < sample["chars"]:
+            used = ", ".join(f"{f['familyName']} ({f['glyphCount']})" for f in fonts)
+            report.fail(rel, f"Chinese text not drawn by the served font ({served} of {sample['chars']} CJK glyphs; "
+                             f"fonts used: {used}): {sample['text']!r}")
+        elif not 0.9 <= sample["em"] <= 1.1:
+            report.fail(rel, f"Chinese characters advance by {sample['em']:.2f} em, not about 1 (missing glyphs?): "
+                             f"{sample['text']!r}")
+    return len(samples)
+
+
+def served_font_problems(site: Path) -> tuple[int, list[str]]:
+    """Every CJK character of the built pages is in the font the site serves."""
+    chars = cjk_font.chars_in_files(cjk_font.site_pages(site))
+    if not chars:
+        return 0, []
+    font = site / cjk_font.SERVED
+    if not font.is_file():
+        return len(chars), [f"the pages use {len(chars)} CJK characters but the site serves no CJK font ({cjk_font.SERVED})"]
+    missing = sorted(chars - cjk_font.font_chars(font))
+    if missing:
+        return len(chars), [f"{len(missing)} CJK character(s) of the pages are missing from the served font: {''.join(missing[:80])}"]
+    return len(chars), []
+
+
+_QUOTE_HEADINGS_JS = """
+() => Array.from(document.querySelectorAll('article blockquote :is(h1, h2, h3, h4, h5, h6, p.rubric)'))
+  .map((h) => h.textContent.trim().slice(0, 80))
+"""
+
+
 def clipping_problems(page) -> tuple[int, list[str]]:
     """Open every fold of the current page, let the layout script settle, and list the blocks that are cut off."""
     page.evaluate(_OPEN_FOLDS_JS)
@@ -453,6 +536,9 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
 
             context.route("**/*", route)
             page = context.pages[0] if context.pages else context.new_page()
+            cdp = context.new_cdp_session(page)
+            cdp.send("DOM.enable")
+            cdp.send("CSS.enable")
             page.on("console", lambda msg: msg.type == "error" and report.fail(current["page"], f"console error: {msg.text}"))
             page.on("pageerror", lambda err: report.fail(current["page"], f"page error: {err}"))
             # net::ERR_ABORTED is the browser cancelling a request because the test moved on (a font still loading
@@ -487,10 +573,13 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                 ids_by_path[rel] = set(state["ids"])
                 links_by_page[rel] = state["links"]
                 report.pages += 1
+                for heading in page.evaluate(_QUOTE_HEADINGS_JS):
+                    report.fail(rel, f"a quotation renders as a heading (a quoted '#' line?): {heading!r}")
                 checked, clipped = clipping_problems(page)
                 report.blocks += checked
                 for problem in clipped:
                     report.fail(f"{rel} at 1280px", problem)
+                report.cjk_samples += check_cjk(page, rel, report, cdp)
                 progress(f"[{number:2d}/{len(pages)}] 1280px {rel}: {checked} blocks, "
                          f"{len(report.problems) - before} problem(s)")
 
@@ -680,11 +769,15 @@ def main(argv: list[str] | None = None) -> int:
     if launch_links == 0:
         report.problems.append("no launch button found in the built site")
     query, _, expected = args.search.partition("=")
+    cjk_chars, font_problems = served_font_problems(args.site)
+    report.problems.extend(f"CJK font: {p}" for p in font_problems)
+    progress(f"CJK font: {cjk_chars} characters used by the pages, {len(font_problems)} problem(s)")
     run_browser_checks(args.site, args.out, args.chromium, args.time_limit, report, only=args.pages,
                        search=(query, expected))
 
     elapsed = time.perf_counter() - start
     print(f"site test: {report.pages} pages, {report.blocks} blocks checked for clipping at 1280 and 390 px, "
+          f"{report.cjk_samples} Chinese text samples checked for glyphs, "
           f"{launch_links} launch links, {len(report.blocked)} blocked "
           f"requests to other hosts, {len(report.problems)} problems, {elapsed:.0f} s; screenshots in {args.out}")
     for problem in report.problems:
