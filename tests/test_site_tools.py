@@ -172,3 +172,49 @@ def test_raw_tex_is_detected(text):
 @pytest.mark.parametrize("text", ["plain prose (with brackets) [1]", "costs $5 and $6", "C:/path", "a_b = 4"])
 def test_prose_is_not_taken_for_tex(text):
     assert not site_test.RAW_TEX.search(text)
+
+
+# ------------------------------------------------------------------ the CJK font (tools/cjk_font.py)
+
+import cjk_font  # noqa: E402
+
+
+def _source_texts() -> list[Path]:
+    """Every text a build can show: chapters and pages, the errata catalogue, translation catalogues (locale/)."""
+    paths = [ROOT / "book", ROOT / "_toc.yml"]
+    if (ROOT / "locale").is_dir():
+        paths.append(ROOT / "locale")
+    return paths
+
+
+def test_every_cjk_character_of_the_book_is_in_the_source_font():
+    chars = cjk_font.chars_in_files(_source_texts())
+    assert len(chars) > 100, "the sources quote Chinese; finding almost no CJK characters means the scan is broken"
+    missing = cjk_font.missing_from_source(chars)
+    assert not missing, (f"{len(missing)} CJK character(s) used by the book are not in {cjk_font.SOURCE_FONT.name}: "
+                         f"{''.join(missing)} (the served font is a subset of it; see tools/cjk_font.py)")
+
+
+def test_source_font_is_the_pinned_file_with_its_licence():
+    import hashlib
+
+    assert hashlib.sha256(cjk_font.SOURCE_FONT.read_bytes()).hexdigest() == cjk_font.SOURCE_SHA256
+    assert "SIL Open Font License" in cjk_font.SOURCE_LICENSE.read_text()
+
+
+def test_subset_has_exactly_the_requested_characters_and_refuses_missing_ones(tmp_path):
+    chars = set("位置编码更正说明")
+    target = tmp_path / "subset.woff2"
+    cjk_font.subset(chars, target)
+    assert cjk_font.font_chars(target) >= chars
+    assert not {c for c in cjk_font.font_chars(target) if cjk_font.is_cjk(c)} - chars
+    assert target.stat().st_size < 20_000
+    with pytest.raises(ValueError, match="not in"):
+        cjk_font.subset({"\U0002A6D6"}, tmp_path / "bad.woff2")  # an extension-B ideograph the SC subset lacks
+
+
+def test_cjk_runs_and_unicode_range():
+    text = "the source says “位置编码 (PE) 是固定的，偏移 6 更近” here"
+    assert [m.group(0) for m in cjk_font.CJK_RUN.finditer(text)] == ["位置编码", "是固定的，偏移 6 更近"]
+    assert cjk_font.unicode_range({"a", "b", "c", "x"}) == "U+61-63, U+78"
+    assert cjk_font.cjk_chars("abc 更正 d") == {"更", "正"}
