@@ -9,6 +9,9 @@ The chapters are the source of truth and contain the solutions. A student versio
   replaced by ``raise NotImplementedError``; other statements in the cell are dropped;
 * everything else inside a solution (the prose and cells between ``{solution-start}`` and ``{solution-end}``, and
   ``{solution}`` directive blocks) is removed and replaced by a short "your answer" placeholder;
+* every ``{glue:text}`` role in the markdown (and ``{glue}``/``{glue:}``) becomes the literal text the book shows,
+  formatted from the value the chapter stored (its glue record), because JupyterLab (jupyterlab-myst) renders no
+  glue roles: without this a student read sentences with the numbers missing;
 * all outputs and execution counts are cleared (students run the notebook themselves);
 * the notebook's metadata records which coding exercises it contains (``course_pe.coursework.exercises``), for the grader.
 
@@ -29,7 +32,8 @@ import nbformat
 from .._validation import check_argv, check_bool, check_notebook, check_str
 from .exercises import EXERCISES
 
-__all__ = ["exercises_in", "make_student_notebook", "stub_source", "main"]
+__all__ = ["exercises_in", "format_glue_text", "glue_values", "make_student_notebook", "stub_source",
+           "substitute_glue", "main"]
 
 SOLUTION_TAG = "solution"
 _START = re.compile(r"^```\{solution-start\}")
@@ -37,6 +41,58 @@ _END = re.compile(r"^```\{solution-end\}")
 _BLOCK = re.compile(r"^```\{solution\}")
 _FENCE = re.compile(r"^```\s*$")
 ANSWER_PLACEHOLDER = "*Your answer here.*"
+GLUE_RECORD = "application/papermill.record/text/plain"
+_GLUE_ROLE = re.compile(r"\{glue(?::text|:|)\}`([^`]+)`")
+
+
+def glue_values(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """The glue records a notebook stored: ``{name: text/plain value}`` (the last record of a name wins, as in myst-nb)."""
+    values: dict[str, str] = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is not None and GLUE_RECORD in output.get("data", {}):
+                values[name] = output["data"][GLUE_RECORD]
+    return values
+
+
+def format_glue_text(text: str, fmt_spec: str) -> str:
+    """A glue record as ``{glue:text}`key:fmt_spec``` shows it (the same rules as myst-nb's ``format_plain_text``)."""
+    try:
+        value = ast.literal_eval(text)
+    except (SyntaxError, ValueError):
+        value = text
+    if fmt_spec == "":
+        return str(value)
+    kind = fmt_spec[-1]
+    if kind == "s":
+        value = str(value)
+    elif kind in "bcdoxX":
+        value = int(value)
+    elif kind in "eEfFgGn%":
+        value = float(value)
+    return format(value, fmt_spec)
+
+
+def substitute_glue(text: str, values: dict[str, str]) -> str:
+    """Replace every text glue role in markdown ``text`` by the literal text it renders to.
+
+    ``ValueError`` names a role whose key has no stored record (a notebook stored without outputs, or a typo)."""
+
+    def paste(match: re.Match) -> str:
+        content = match.group(1)
+        if "::" in content:
+            raise ValueError(f"the glue role {match.group(0)!r} pastes from another notebook, which a workbook cannot")
+        key, sep, fmt_spec = content.rpartition(":")
+        if not sep:  # no format: myst-nb formats with "s"
+            key, fmt_spec = content, "s"
+        if key not in values:
+            raise ValueError(f"the glue role {match.group(0)!r} names no stored glue record {key!r}")
+        return format_glue_text(values[key], fmt_spec)
+
+    return _GLUE_ROLE.sub(paste, text)
 
 
 def stub_source(source: str) -> str:
@@ -125,13 +181,14 @@ def make_student_notebook(nb: nbformat.NotebookNode, *, keep_outputs: bool = Fal
     check_notebook("nb", nb)
     check_bool("keep_outputs", keep_outputs)
     student = copy.deepcopy(nb)
+    values = glue_values(nb)
     cells = []
     in_solution = False
     for cell in student.cells:
         if cell.cell_type == "markdown":
             text, in_solution = _strip_markdown(cell.source, in_solution)
             if text.strip():
-                cell.source = text
+                cell.source = substitute_glue(text, values)
                 cells.append(cell)
         elif cell.cell_type == "code":
             if SOLUTION_TAG in cell.metadata.get("tags", []):
