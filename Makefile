@@ -1,12 +1,15 @@
 # Positional Encoding, Corrected: build the book and run the tests from a machine with only python3.
 #
-#   make test     pytest (package) + nbval in strict mode on every notebook in the TOC
+#   make test     pytest (package) + nbval in strict mode on every notebook in the TOC, side by side (TEST_JOBS)
 #   make test-portable  nbval again under other BLAS/ATen kernels and another thread count (portability policy)
 #   make book     HTML book in _build/html, warnings are errors
 #   make execute  re-run every TOC notebook in place (deterministic) after an intended change
-#   make test-site  open every page of _build/html in headless Chromium (offline math, links, search, mobile)
+#   make test-site  open every page of _build/html in headless Chromium (offline math, links, search, mobile,
+#                 nothing cut off at 1280 and 390 px, Chinese text drawn by the served font); SITE=... for another build
+#   make pdf      the whole book as one PDF in _build/pdf/ (headless Chromium, offline)
 #   make serve    serve _build/html on http://127.0.0.1:8000 (PORT=...)
 #   make lab      JupyterLab on book/ with course_pe importable and MyST rendered (jupyterlab-myst)
+#   make lab-student  JupyterLab on workbook/ (made first if missing), without nbgrader's instructor menus
 #   make workbook student notebooks (solutions replaced by stubs) into workbook/
 #   make grade NB=submission.ipynb [STUDENT=name] [ASSIGNMENT=chapter]   grade a submission into grades/
 #   make grade DIR=submissions/ [ASSIGNMENT=chapter] [JOBS=n]             grade a whole folder, in parallel
@@ -156,9 +159,17 @@ nbgrader: $(STAMP)
 
 # The site test needs Debian's chromium (/usr/bin/chromium) and playwright (requirements.txt); it tells how to
 # install whichever is missing. Screenshots go to _build/site-test/.
+SITE ?= _build/html
+SITE_TEST_ARGS ?=
 test-site: $(STAMP)
-	@test -f _build/html/index.html || { echo "run 'make book' first"; exit 1; }
-	$(BIN)/python tools/site_test.py --site _build/html --out _build/site-test
+	@test -f $(SITE)/index.html || { echo "no built site in $(SITE): run 'make book' first"; exit 1; }
+	$(BIN)/python tools/site_test.py --site $(SITE) --out _build/site-test $(SITE_TEST_ARGS)
+
+# The whole book as one PDF, offline (tools/book_pdf.py): the single-page build, printed by headless Chromium (the
+# same browser as the site test) with page numbers, a table of contents and one bookmark per part and chapter.
+pdf: $(STAMP)
+	$(BIN)/jupyter-book build . --builder singlehtml -W -n --keep-going
+	$(BIN)/python tools/book_pdf.py --site _build/singlehtml --out _build/pdf/positional-encoding-corrected.pdf
 
 PORT ?= 8000
 serve:

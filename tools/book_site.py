@@ -344,6 +344,19 @@ def write_css(app: Sphinx, exception: Exception | None) -> None:
             shutil.copy2(STATIC / name, Path(app.outdir) / "_static" / name)
 
 
+def single_page_handlers(app: Sphinx) -> None:
+    """The single-page build (make pdf) renders every node the HTML build renders.
+
+    Sphinx looks node handlers up by builder name, and falls back to the format ("html") only when no extension
+    registered any handler for "singlehtml"; some did, so myst-nb's folded code cells had none there."""
+    if app.builder.name != "singlehtml":
+        return
+    handlers = app.registry.translation_handlers
+    merged = dict(handlers.get("html", {}))
+    merged.update(handlers.get("singlehtml", {}))
+    handlers["singlehtml"] = merged
+
+
 def check_config(app: Sphinx, config) -> None:
     if config.mathjax_path != MATHJAX_PATH:
         raise ExtensionError(f"mathjax_path must be {MATHJAX_PATH!r} (the local copy), not {config.mathjax_path!r}")
@@ -354,6 +367,7 @@ def check_config(app: Sphinx, config) -> None:
 
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", check_config)
+    app.connect("builder-inited", single_page_handlers)
     app.connect("build-finished", copy_mathjax)
     # MathJax on every page: navigation and titles may contain math on pages that have none in their body.
     app.set_html_assets_policy("always")
