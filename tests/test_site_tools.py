@@ -218,3 +218,50 @@ def test_cjk_runs_and_unicode_range():
     assert [m.group(0) for m in cjk_font.CJK_RUN.finditer(text)] == ["位置编码", "是固定的，偏移 6 更近"]
     assert cjk_font.unicode_range({"a", "b", "c", "x"}) == "U+61-63, U+78"
     assert cjk_font.cjk_chars("abc 更正 d") == {"更", "正"}
+
+
+# ------------------------------------------------------------------ make pdf (tools/book_pdf.py)
+
+import book_pdf  # noqa: E402
+
+
+def test_pdf_chapters_follow_the_toc_with_their_parts():
+    entries = book_pdf.chapters()
+    assert entries[0].docname == "book/intro" and entries[0].part == ""
+    assert [c.docname for c in entries[1:]] == [
+        p.relative_to(ROOT).with_suffix("").as_posix() for p in book_tools.toc_files()[1:]]
+    assert {c.part for c in entries[1:]} >= {"Foundations", "Reference"}
+
+
+def _blank_pdf(pages: int, destinations: dict[str, int]) -> bytes:
+    import io
+
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    for _ in range(pages):
+        writer.add_blank_page(width=200, height=200)
+    for name, page in destinations.items():
+        writer.add_named_destination(name, page)
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
+
+
+def test_pdf_chapter_pages_and_bookmarks(tmp_path):
+    from pypdf import PdfReader
+
+    data = _blank_pdf(6, {"pdf-chapter-0": 1, "pdf-chapter-1": 2, "pdf-chapter-2": 4, "other": 5})
+    assert book_pdf.chapter_pages(data, 4) == [2, 3, 5, 0]  # 1-based; the fourth chapter has no destination
+    entries = [book_pdf.Chapter("", "book/intro", "Intro", 2), book_pdf.Chapter("Part I", "a", "A", 3),
+               book_pdf.Chapter("Part I", "b", "B", 5)]
+    target = tmp_path / "book.pdf"
+    assert book_pdf.add_bookmarks(data, entries, target) == 6
+    reader = PdfReader(target)
+    outline = reader.outline
+    assert outline[0].title == "Intro" and reader.get_destination_page_number(outline[0]) == 1
+    assert outline[1].title == "Part I" and [c.title for c in outline[2]] == ["A", "B"]
+    assert reader.metadata.title == "Positional Encoding, Corrected"
+    # blank pages hold no title: the check reports every chapter
+    problems = book_pdf.check_pdf(target, entries)
+    assert sum("not found on its page" in p for p in problems) == 3
