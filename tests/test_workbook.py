@@ -8,7 +8,7 @@ import pytest
 
 from course_pe.coursework.exercises import EXERCISES, check
 from course_pe.coursework.workbook import (
-    GLUE_RECORD, exercises_in, format_glue_text, glue_values, make_student_notebook, stub_source, substitute_glue,
+    GLUE_RECORD, exercises_in, _format_glue_text, _glue_values, make_student_notebook, stub_source, _substitute_glue,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ def test_glue_formatting_matches_myst_nb():
     cases = [("0.123456", ".3f"), ("12", "d"), ("0.5", ".1%"), ("'text'", "s"), ("3.0", ""), ("7", "s"),
              ("1234567.0", ",.0f"), ("0.000123", ".2e"), ("np.float64(1.5)", "s")]
     for text, fmt in cases:
-        assert format_glue_text(text, fmt) == format_plain_text(text, fmt), (text, fmt)
+        assert _format_glue_text(text, fmt) == format_plain_text(text, fmt), (text, fmt)
 
 
 def test_glue_roles_are_substituted_from_the_stored_records():
@@ -104,22 +104,22 @@ def test_glue_roles_are_substituted_from_the_stored_records():
     ])
     student = make_student_notebook(nb)
     assert student.cells[1].source == "Loss 0.12, raw 0.1234, any 0.1234."
-    assert substitute_glue("no roles", {}) == "no roles"
+    assert _substitute_glue("no roles", {}) == "no roles"
     with pytest.raises(ValueError, match="no stored glue record 'b'"):
-        substitute_glue("{glue:text}`b:.2f`", {"a": "1"})
+        _substitute_glue("{glue:text}`b:.2f`", {"a": "1"})
     with pytest.raises(ValueError, match="another notebook"):
-        substitute_glue("{glue:text}`other.ipynb::a`", {"a": "1"})
+        _substitute_glue("{glue:text}`other.ipynb::a`", {"a": "1"})
 
 
 def test_a_known_sentence_reads_with_its_number():
     path = next(p for p in NOTEBOOKS if p.name == "context_extension.ipynb")
     solution = nbformat.read(path, as_version=4)
-    values = glue_values(solution)
+    values = _glue_values(solution)
     student_text = "\n".join(c.source for c in make_student_notebook(solution).cells if c.cell_type == "markdown")
     assert len(values) > 20
     for cell in solution.cells:
         if cell.cell_type == "markdown" and "{glue:text}" in cell.source and "{solution" not in cell.source:
-            expected = substitute_glue(cell.source, values)
+            expected = _substitute_glue(cell.source, values)
             assert expected in student_text
             assert "{glue" not in expected
             break

@@ -32,8 +32,7 @@ import nbformat
 from .._validation import check_argv, check_bool, check_notebook, check_str
 from .exercises import EXERCISES
 
-__all__ = ["exercises_in", "format_glue_text", "glue_values", "make_student_notebook", "stub_source",
-           "substitute_glue", "main"]
+__all__ = ["exercises_in", "make_student_notebook", "stub_source", "main"]
 
 SOLUTION_TAG = "solution"
 _START = re.compile(r"^```\{solution-start\}")
@@ -45,7 +44,7 @@ GLUE_RECORD = "application/papermill.record/text/plain"
 _GLUE_ROLE = re.compile(r"\{glue(?::text|:|)\}`([^`]+)`")
 
 
-def glue_values(nb: nbformat.NotebookNode) -> dict[str, str]:
+def _glue_values(nb: nbformat.NotebookNode) -> dict[str, str]:
     """The glue records a notebook stored: ``{name: text/plain value}`` (the last record of a name wins, as in myst-nb)."""
     values: dict[str, str] = {}
     for cell in nb.cells:
@@ -58,7 +57,7 @@ def glue_values(nb: nbformat.NotebookNode) -> dict[str, str]:
     return values
 
 
-def format_glue_text(text: str, fmt_spec: str) -> str:
+def _format_glue_text(text: str, fmt_spec: str) -> str:
     """A glue record as ``{glue:text}`key:fmt_spec``` shows it (the same rules as myst-nb's ``format_plain_text``)."""
     try:
         value = ast.literal_eval(text)
@@ -76,7 +75,7 @@ def format_glue_text(text: str, fmt_spec: str) -> str:
     return format(value, fmt_spec)
 
 
-def substitute_glue(text: str, values: dict[str, str]) -> str:
+def _substitute_glue(text: str, values: dict[str, str]) -> str:
     """Replace every text glue role in markdown ``text`` by the literal text it renders to.
 
     ``ValueError`` names a role whose key has no stored record (a notebook stored without outputs, or a typo)."""
@@ -90,7 +89,7 @@ def substitute_glue(text: str, values: dict[str, str]) -> str:
             key, fmt_spec = content, "s"
         if key not in values:
             raise ValueError(f"the glue role {match.group(0)!r} names no stored glue record {key!r}")
-        return format_glue_text(values[key], fmt_spec)
+        return _format_glue_text(values[key], fmt_spec)
 
     return _GLUE_ROLE.sub(paste, text)
 
@@ -181,14 +180,14 @@ def make_student_notebook(nb: nbformat.NotebookNode, *, keep_outputs: bool = Fal
     check_notebook("nb", nb)
     check_bool("keep_outputs", keep_outputs)
     student = copy.deepcopy(nb)
-    values = glue_values(nb)
+    values = _glue_values(nb)
     cells = []
     in_solution = False
     for cell in student.cells:
         if cell.cell_type == "markdown":
             text, in_solution = _strip_markdown(cell.source, in_solution)
             if text.strip():
-                cell.source = substitute_glue(text, values)
+                cell.source = _substitute_glue(text, values)
                 cells.append(cell)
         elif cell.cell_type == "code":
             if SOLUTION_TAG in cell.metadata.get("tags", []):
