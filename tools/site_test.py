@@ -501,7 +501,8 @@ def _is_local(url: str, origin: str, site: Path | None = None) -> bool:
 
 
 def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, report: Report,
-                       only: str | None = None, search: tuple[str, str] = ("rotary", "rope_first_principles.html")) -> None:
+                       only: str | None = None, search: tuple[str, str] = ("rotary", "rope_first_principles.html"),
+                       student: bool = False) -> None:
     from playwright.sync_api import sync_playwright
 
     pages = sorted(p for p in site.rglob("*.html") if not p.relative_to(site).parts[0].startswith(("_", "."))
@@ -606,7 +607,7 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
             check_search(page, server.origin, out, report, search)
             progress("search: checked")
             current["page"] = "fold/unfold"
-            check_folding(page, server.origin, site, out, report)
+            check_folding(page, server.origin, site, out, report, student)
             current["page"] = "390px"
             page.set_viewport_size({"width": 390, "height": 844})
             for number, path in enumerate(pages, start=1):
@@ -687,13 +688,19 @@ def _visible(page, selector: str) -> bool:
     return page.eval_on_selector(selector, "e => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length)")
 
 
-def check_folding(page, origin: str, site: Path, out: Path, report: Report) -> None:
-    """Click the title of a solution and of a proof: body hidden, shown, hidden again."""
+def check_folding(page, origin: str, site: Path, out: Path, report: Report, student: bool = False) -> None:
+    """Click the title of a solution and of a proof: body hidden, shown, hidden again. In the student edition
+    (``student``) no page may hold a solution at all."""
     cases = [
         # name, marker of the box in the built HTML, the box once the page's scripts made it foldable, its title
         ("exercise solution", 'class="solution dropdown', "div.solution.toggle", ".admonition-title"),
         ("proof", 'class="proof admonition"', "div.proof.admonition > details.proof-fold", "summary"),
     ]
+    if student:
+        leaks = [p.relative_to(site).as_posix() for p in sorted(site.glob("book/**/*.html")) if cases[0][1] in p.read_text()]
+        if leaks:
+            report.fail("student edition", f"solutions on {leaks}")
+        cases = cases[1:]
     for name, marker, box, title_selector in cases:
         page_path = next((p for p in sorted(site.glob("book/**/*.html")) if marker in p.read_text()), None)
         if page_path is None:
@@ -746,6 +753,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search", default="rotary=rope_first_principles.html",
                         help="QUERY=PAGE: searching QUERY must list PAGE (another build, e.g. a translation, "
                              "passes its own)")
+    parser.add_argument("--student", action="store_true",
+                        help="the student edition: no page may hold a solution (proofs still fold)")
     args = parser.parse_args(argv)
 
     if not (args.site / "index.html").is_file():
@@ -773,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
     report.problems.extend(f"CJK font: {p}" for p in font_problems)
     progress(f"CJK font: {cjk_chars} characters used by the pages, {len(font_problems)} problem(s)")
     run_browser_checks(args.site, args.out, args.chromium, args.time_limit, report, only=args.pages,
-                       search=(query, expected))
+                       search=(query, expected), student=args.student)
 
     elapsed = time.perf_counter() - start
     print(f"site test: {report.pages} pages, {report.blocks} blocks checked for clipping at 1280 and 390 px, "
