@@ -317,7 +317,7 @@ def _font_css(unicode_range: str) -> str:
 @font-face {{
   font-family: "{family}";
   src: url("fonts/course-cjk.woff2") format("woff2");
-  font-weight: 100 900;
+  font-weight: 400;  /* one weight: browsers synthesize bold for headings and <strong> */
   font-display: swap;
   unicode-range: {unicode_range};
 }}
