@@ -86,7 +86,7 @@ def test_student_pages_remove_answer_placeholders(tmp_path):
 def test_mathjax_is_local_and_the_extension_is_configured():
     assert CONFIG["sphinx"]["config"]["mathjax_path"] == book_site.MATHJAX_PATH
     assert "://" not in book_site.MATHJAX_PATH
-    assert CONFIG["sphinx"]["local_extensions"] == {"book_site": "tools/"}
+    assert CONFIG["sphinx"]["local_extensions"]["book_site"] == "tools/"  # (other local extensions may follow)
     es5 = book_site.mathjax_source()
     assert (es5 / "tex-mml-chtml.js").is_file()
     assert (es5 / "output" / "chtml" / "fonts" / "woff-v2").is_dir()

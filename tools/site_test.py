@@ -196,7 +196,8 @@ _PAGE_STATE_JS = """
   }
   const ids = Array.from(document.querySelectorAll("[id]")).map((e) => e.id)
     .concat(Array.from(document.querySelectorAll("a[name]")).map((e) => e.getAttribute("name")));
-  const links = Array.from(document.querySelectorAll("a[href]")).map((a) => a.href);
+  // The language switch links to the sibling edition, outside the served folder (tools/zh_edition.py checks it).
+  const links = Array.from(document.querySelectorAll("a[href]:not(.edition-switch)")).map((a) => a.href);
   const images = Array.from(document.images).map((img) => ({src: img.currentSrc || img.src,
     ok: img.complete && img.naturalWidth > 0}));
   const mathSource = document.querySelectorAll("span.math, div.math").length;
