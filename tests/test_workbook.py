@@ -125,3 +125,17 @@ def test_a_known_sentence_reads_with_its_number():
             break
     else:
         raise AssertionError("context_extension has no prose glue role to check")
+
+
+def test_a_code_answer_gets_no_written_placeholder():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("```{exercise}\n:label: e1\nCode it.\n```\n\n```{solution-start} e1\n:class: dropdown\n```\n\nHint."),
+        nbformat.v4.new_code_cell("def alibi_slopes(n):\n    return [0.5] * n", metadata={"tags": ["solution"]}),
+        nbformat.v4.new_markdown_cell("```{solution-end}\n```\n\n```{exercise}\n:label: e2\nExplain.\n```\n\n"
+                                      "```{solution-start} e2\n:class: dropdown\n```\n\nThe reason."),
+        nbformat.v4.new_markdown_cell("```{solution-end}\n```"),
+    ])
+    text = "\n".join(c.source for c in make_student_notebook(nb).cells)
+    assert text.count("*Your answer here.*") == 1  # for e2 only; e1 is answered in its stub cell
+    assert text.index("Explain.") < text.index("*Your answer here.*")
+    assert "Hint." not in text and "The reason." not in text

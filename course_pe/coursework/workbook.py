@@ -8,7 +8,9 @@ The chapters are the source of truth and contain the solutions. A student versio
 * a code cell tagged ``solution`` becomes a stub: each function keeps its signature and docstring, and its body is
   replaced by ``raise NotImplementedError``; other statements in the cell are dropped;
 * everything else inside a solution (the prose and cells between ``{solution-start}`` and ``{solution-end}``, and
-  ``{solution}`` directive blocks) is removed and replaced by a short "your answer" placeholder;
+  ``{solution}`` directive blocks) is removed and replaced by a short "your answer" placeholder, except where the
+  solution holds a ``solution`` code cell: that exercise is answered in its stub cell, and a written placeholder
+  would ask for an answer nobody needs;
 * every ``{glue:text}`` role in the markdown (and ``{glue}``/``{glue:}``) becomes the literal text the book shows,
   formatted from the value the chapter stored (its glue record), because JupyterLab (jupyterlab-myst) renders no
   glue roles: without this a student read sentences with the numbers missing;
@@ -142,8 +144,30 @@ def exercises_in(nb: nbformat.NotebookNode) -> list[str]:
     return found
 
 
-def _strip_markdown(text: str, in_solution: bool) -> tuple[str, bool]:
-    """Remove solution material from one markdown cell; return the new text and the gated state."""
+def _code_answer_regions(nb: nbformat.NotebookNode) -> list[bool]:
+    """For each ``{solution-start}`` of ``nb`` in order: whether its solution holds a ``solution``-tagged code cell.
+
+    Such an exercise is answered in code (the stub cell), so the workbook adds no "your answer" placeholder for it."""
+    regions: list[bool] = []
+    in_solution = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.split("\n"):
+                if _START.match(line):
+                    regions.append(False)
+                    in_solution = True
+                elif _END.match(line):
+                    in_solution = False
+        elif cell.cell_type == "code" and in_solution and SOLUTION_TAG in cell.metadata.get("tags", []):
+            regions[-1] = True
+    return regions
+
+
+def _strip_markdown(text: str, in_solution: bool, code_answers: list[bool] | None = None) -> tuple[str, bool]:
+    """Remove solution material from one markdown cell; return the new text and the gated state.
+
+    ``code_answers`` (consumed from the front, one entry per ``{solution-start}``) says which solutions are answered
+    in code: those get no placeholder."""
     out: list[str] = []
     lines = text.split("\n")
     i = 0
@@ -154,7 +178,8 @@ def _strip_markdown(text: str, in_solution: bool) -> tuple[str, bool]:
             i += 1
             while i < len(lines) and not _FENCE.match(lines[i]):  # skip the start directive's options
                 i += 1
-            out.append(ANSWER_PLACEHOLDER)
+            if not (code_answers.pop(0) if code_answers else False):
+                out.append(ANSWER_PLACEHOLDER)
         elif _END.match(line):
             in_solution = False
             i += 1
@@ -181,11 +206,12 @@ def make_student_notebook(nb: nbformat.NotebookNode, *, keep_outputs: bool = Fal
     check_bool("keep_outputs", keep_outputs)
     student = copy.deepcopy(nb)
     values = _glue_values(nb)
+    code_answers = _code_answer_regions(nb)
     cells = []
     in_solution = False
     for cell in student.cells:
         if cell.cell_type == "markdown":
-            text, in_solution = _strip_markdown(cell.source, in_solution)
+            text, in_solution = _strip_markdown(cell.source, in_solution, code_answers)
             if text.strip():
                 cell.source = _substitute_glue(text, values)
                 cells.append(cell)
