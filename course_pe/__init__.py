@@ -6,6 +6,7 @@ Modules (one concern each):
 * :mod:`course_pe.learned` - learned absolute position embeddings
 * :mod:`course_pe.shaw`, :mod:`course_pe.t5`, :mod:`course_pe.alibi` - relative schemes
 * :mod:`course_pe.rope`, :mod:`course_pe.rope_scaling` - rotary embeddings and context extension
+* :mod:`course_pe.positions` - position ids for padded (generation), cached and packed batches; fairseq's offset
 * :mod:`course_pe.rope_nd` - RoPE variants of today's models: 2-D RoPE, M-RoPE, xPos, decoupled RoPE
 * :mod:`course_pe.attention`, :mod:`course_pe.model` - attention and a tiny Transformer
 * :mod:`course_pe.tasks`, :mod:`course_pe.training` - seeded synthetic tasks and a training loop
@@ -31,8 +32,17 @@ from .permutation import (
     permute_sequence,
     random_permutation,
 )
+from .positions import (
+    document_ids_from_position_ids,
+    make_positions,
+    packed_attention_mask,
+    packed_position_ids,
+    packed_position_ids_from_boundaries,
+    position_ids_from_attention_mask,
+)
 from .reproducibility import make_generator, set_determinism
 from .rope import (
+    MAX_POSITION,
     ROPE_LAYOUTS,
     RotaryEmbedding,
     apply_rope,
@@ -55,14 +65,21 @@ from .rope_nd import (
     xpos_scale,
 )
 from .rope_scaling import (
+    HF_ROPE_TYPES,
     DynamicNTKScaling,
     LinearScaling,
     Llama3Scaling,
+    LongRoPEScaling,
     NTKScaling,
+    ProportionalScaling,
+    RopeConfig,
     RopeScaling,
     YaRNScaling,
+    rope_config_from_hf,
     rope_frequencies,
     yarn_correction_range,
+    yarn_mscale,
+    yarn_softmax_scale,
 )
 from .shaw import ShawRelativePositions, shaw_attention, shaw_relative_positions
 from .sinusoidal import (
@@ -168,4 +185,20 @@ __all__ = [
     "seed_streams",
     "SeedsResult",
     "train_seeds",
+    # RoPE: positions bound, every Hugging Face rope type
+    "MAX_POSITION",
+    "HF_ROPE_TYPES",
+    "LongRoPEScaling",
+    "ProportionalScaling",
+    "RopeConfig",
+    "rope_config_from_hf",
+    "yarn_mscale",
+    "yarn_softmax_scale",
+    # position ids for padded, cached and packed batches
+    "document_ids_from_position_ids",
+    "make_positions",
+    "packed_attention_mask",
+    "packed_position_ids",
+    "packed_position_ids_from_boundaries",
+    "position_ids_from_attention_mask",
 ]

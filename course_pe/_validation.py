@@ -8,8 +8,10 @@ odd ``d_model`` or a wrong layout learns what went wrong from the message alone.
 from __future__ import annotations
 
 from collections.abc import Iterable
+import functools
 import math
 import numbers
+import os
 
 import numpy as np
 import torch
@@ -199,10 +201,19 @@ def check_tensor(
             raise ValueError(f"{name} must be {want}, got shape {tuple(value.shape)}")
     if min_dim is not None and value.dim() < min_dim:
         raise ValueError(f"{name} must have at least {min_dim} dimensions, got shape {tuple(value.shape)}")
-    if finite and value.dtype.is_floating_point and value.numel() and not _wrapped(value) \
+    # a meta tensor has no values to check; what is computed from it is a meta tensor too (shape inference)
+    if finite and value.dtype.is_floating_point and value.numel() and not _wrapped(value) and not value.is_meta \
             and not bool(torch.isfinite(value).all()):
         raise ValueError(f"{name} must hold only finite values (no NaN or inf)")
     return value
+
+
+def require_values(name: str, value: torch.Tensor) -> None:
+    """Raise a ``ValueError`` naming ``name`` if ``value`` is a meta tensor (a shape without values) and the caller is
+    about to read its values. Functions that only compute with shapes accept meta tensors and return meta tensors."""
+    if value.is_meta:
+        raise ValueError(f"{name} is a meta tensor (a shape without values), but its values are needed here; pass a "
+                         "tensor on a real device (cpu, cuda, ...)")
 
 
 def check_dtype(name: str, value: object, kind: str = "floating") -> torch.dtype:
@@ -215,15 +226,23 @@ def check_dtype(name: str, value: object, kind: str = "floating") -> torch.dtype
 
 
 def check_device(name: str, value: object) -> torch.device | None:
-    """``None`` or a valid ``torch.device`` (or a string naming one), as a ``torch.device``."""
+    """``None`` or a valid ``torch.device`` (or a string naming one) that exists on this machine, as a
+    ``torch.device``: ``"cuda"`` without a GPU is a ``ValueError`` naming the argument. ``"meta"`` is accepted (shape
+    inference); functions that need values refuse meta tensors."""
     if value is None:
         return None
     if not isinstance(value, (str, torch.device)):
         raise TypeError(f"{name} must be None, a str or a torch.device, got {type(value).__name__} {value!r}")
     try:
-        return torch.device(value)
+        device = torch.device(value)
     except (RuntimeError, ValueError) as error:
         raise ValueError(f"{name} is not a valid device: {value!r} ({error})") from None
+    if device.type not in ("cpu", "meta"):
+        try:  # an accelerator this build or machine lacks: PyTorch would fail later with an AssertionError
+            torch.empty(0, device=device)
+        except (AssertionError, RuntimeError) as error:
+            raise ValueError(f"{name}={value!r} is not available here: {str(error).splitlines()[0][:200]}") from None
+    return device
 
 
 def check_generator(name: str, value: object) -> torch.Generator | None:
@@ -239,11 +258,114 @@ def check_index_range(name: str, value: torch.Tensor, low: int, high: int) -> No
         return
     if _wrapped(value):
         return
+    require_values(name, value)
     lo, hi = int(value.min()), int(value.max())
     if lo < low:
         raise ValueError(f"{name} must be >= {low}, got {lo}")
     if high is not None and hi >= high:
         raise ValueError(f"{name} must be < {high}, got {hi}")
+
+
+# --------------------------------------------------------------------------- bounded cost
+
+#: Environment variable that sets the memory budget in bytes (see :func:`memory_budget`).
+MEMORY_BUDGET_VARIABLE = "COURSE_PE_MAX_BYTES"
+
+
+class MemoryBudgetError(ValueError, MemoryError):
+    """A size argument asks for more memory than the process may use; raised *before* anything is allocated.
+
+    Both a ``ValueError`` (a bad argument, named in the message) and a ``MemoryError``.
+    """
+
+
+@functools.lru_cache(maxsize=1)
+def _machine_bytes() -> int:
+    """Physical memory, lowered to the cgroup's ``memory.max`` and the address-space limit where those are set."""
+    limits = []
+    try:
+        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover (not POSIX)
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            if text.isdigit():
+                limits.append(int(text))
+        except OSError:
+            pass
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
+            limits.append(soft)
+    except (ImportError, OSError, ValueError):  # pragma: no cover (not POSIX)
+        pass
+    return min(limits) if limits else 2**40
+
+
+def memory_budget() -> int:
+    """The most bytes one call of ``course_pe`` may ask for: the machine's memory (physical memory, lowered to a
+    cgroup limit or ``RLIMIT_AS`` where set), or the value of the ``COURSE_PE_MAX_BYTES`` environment variable."""
+    text = os.environ.get(MEMORY_BUDGET_VARIABLE)
+    if text:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{MEMORY_BUDGET_VARIABLE} must be a number of bytes, got {text!r}") from None
+        if value < 1:
+            raise ValueError(f"{MEMORY_BUDGET_VARIABLE} must be a positive number of bytes, got {text!r}")
+        return value
+    return _machine_bytes()
+
+
+def human_bytes(n: int | float) -> str:
+    """``n`` bytes as a short text: ``'512 B'``, ``'1.5 GiB'``, ``'8.0 EiB'``, ``'6.8e+10 YiB'``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"):
+        if abs(value) < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.3g} YiB"
+
+
+def check_memory(name: str, nbytes: int | float, what: str) -> None:
+    """Raise :class:`MemoryBudgetError` naming ``name`` if ``nbytes`` (an estimate of what a call would allocate
+    for ``what``) exceeds :func:`memory_budget`. Call it before allocating."""
+    budget = memory_budget()
+    if nbytes > budget:
+        raise MemoryBudgetError(
+            f"{name}: {what} would need about {human_bytes(nbytes)}, more than the {human_bytes(budget)} this "
+            f"process may use (the machine's memory; set {MEMORY_BUDGET_VARIABLE} to change the budget)"
+        )
+
+
+def check_module_input(name: str, x: torch.Tensor, module: "torch.nn.Module", *, same_dtype: bool = True) -> None:
+    """``x`` must be on the device of ``module``'s parameters and, with ``same_dtype``, of their dtype: a clear
+    error naming ``name`` instead of PyTorch's "mat1 and mat2 must have the same dtype" or "Tensor on device cpu is
+    not on the expected device meta"."""
+    reference = next(module.parameters(), None)
+    if reference is None:
+        return
+    if x.device != reference.device:
+        raise ValueError(f"{name} is on {x.device} but the module's parameters are on {reference.device}; move one "
+                         f"of them (module.to({str(x.device)!r}) or {name}.to({str(reference.device)!r}))")
+    if same_dtype and x.dtype != reference.dtype:
+        raise TypeError(f"{name} has dtype {x.dtype} but the module's parameters are {reference.dtype}; convert one of "
+                        f"them (module.to({x.dtype}) or {name}.to({reference.dtype}))")
+
+
+def check_same_device(name: str, value: torch.Tensor, other_name: str, other: torch.Tensor) -> None:
+    """Raise a ``ValueError`` naming both tensors if they are on different devices."""
+    if value.device != other.device:
+        raise ValueError(f"{name} is on {value.device} but {other_name} is on {other.device}; put them on one device")
+
+
+def numel(*sizes: int) -> int:
+    """The product of ``sizes`` as an exact Python int (no overflow, unlike ``torch.Size.numel`` past 2**63)."""
+    return math.prod(int(s) for s in sizes)
 
 
 # --------------------------------------------------------------------------- coursework tools (files, notebooks)
@@ -320,6 +442,8 @@ def check_qkv(q: object, k: object, v: object, *, same_dtype: bool = True) -> No
         check_tensor(name, t, "floating", dim=4, finite=False)
     if same_dtype and not q.dtype == k.dtype == v.dtype:  # type: ignore[union-attr]
         raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")  # type: ignore[union-attr]
+    if not q.device == k.device == v.device:  # type: ignore[union-attr]
+        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device} and {v.device}")  # type: ignore[union-attr]
     if k.shape[:3] != v.shape[:3] or q.shape[:2] != k.shape[:2] or q.shape[-1] != k.shape[-1]:  # type: ignore[union-attr]
         raise ValueError(
             "expected q (batch, heads, q_len, d), k (batch, heads, k_len, d) and v (batch, heads, k_len, d_v), "

@@ -19,9 +19,22 @@ import math
 
 import torch
 
-from ._validation import check_bool, check_device, check_dtype, check_nonnegative_int, check_positive_int
+from ._validation import (
+    check_bool,
+    check_device,
+    check_dtype,
+    check_int,
+    check_memory,
+    check_nonnegative_int,
+    check_positive_int,
+    numel,
+)
 
-__all__ = ["alibi_bias", "alibi_slopes"]
+__all__ = ["MAX_HEADS", "alibi_bias", "alibi_slopes"]
+
+#: Most heads :func:`alibi_slopes` computes: the slopes are Python floats computed one by one, exactly as in Press et
+#: al.'s code (about a second for this many); more would run for minutes while the largest models have a few hundred.
+MAX_HEADS = 2**20
 
 
 def _power_of_two_slopes(n: int) -> list[float]:
@@ -29,8 +42,10 @@ def _power_of_two_slopes(n: int) -> list[float]:
 
 
 def alibi_slopes(num_heads: int, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The ``(num_heads,)`` ALiBi slopes, computed in float64 and cast to ``dtype`` (a floating dtype)."""
-    num_heads = check_positive_int("num_heads", num_heads)
+    """The ``(num_heads,)`` ALiBi slopes, computed in float64 and cast to ``dtype`` (a floating dtype).
+
+    ``num_heads`` is an integer in ``1 ... MAX_HEADS`` (2**20)."""
+    num_heads = check_int("num_heads", num_heads, minimum=1, maximum=MAX_HEADS)
     check_dtype("dtype", dtype, "floating")
     closest = 2 ** int(math.floor(math.log2(num_heads)))
     slopes = _power_of_two_slopes(closest)
@@ -57,8 +72,9 @@ def alibi_bias(
       it, so the causal mask is already included.
     * ``causal=False``: ``-m_h * |i - j|`` (the symmetric variant used for bidirectional encoders).
 
-    ``num_heads`` is a positive integer, ``0 <= q_len <= k_len`` integers (0 gives an empty bias), ``causal``
-    a bool, ``dtype`` a floating dtype.
+    ``num_heads`` is an integer in ``1 ... MAX_HEADS``, ``0 <= q_len <= k_len`` integers (0 gives an empty bias),
+    ``causal`` a bool, ``dtype`` a floating dtype. A bias larger than the memory budget is refused before anything
+    is allocated.
     """
     num_heads = check_positive_int("num_heads", num_heads)
     causal = check_bool("causal", causal)
@@ -68,6 +84,11 @@ def alibi_bias(
     k_len = check_nonnegative_int("k_len", k_len)
     if q_len > k_len:
         raise ValueError(f"q_len ({q_len}) cannot exceed k_len ({k_len})")
+    num_heads = check_int("num_heads", num_heads, minimum=1, maximum=MAX_HEADS)
+    entries = numel(q_len, k_len)
+    # float64 distances and the bias (twice with the mask), then the cast to dtype
+    check_memory("num_heads, q_len and k_len", entries * (16 + 16 * num_heads + dtype.itemsize * num_heads),
+                 f"a (1, {num_heads}, {q_len}, {k_len}) bias")
     slopes = alibi_slopes(num_heads, dtype=torch.float64).to(device)
     i = torch.arange(q_len, device=device, dtype=torch.float64)[:, None] + (k_len - q_len)
     j = torch.arange(k_len, device=device, dtype=torch.float64)[None, :]

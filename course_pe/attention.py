@@ -34,12 +34,15 @@ from ._validation import (
     check_device,
     check_even,
     check_last_dim,
+    check_memory,
+    check_module_input,
     check_nonnegative_int,
     check_positive_float,
     check_positive_int,
     check_probability,
     check_qkv,
     check_tensor,
+    numel,
 )
 from .alibi import alibi_bias, alibi_slopes
 from .rope import RopeLayout, RotaryEmbedding
@@ -63,6 +66,7 @@ def causal_mask(q_len: int, k_len: int | None = None, *, device: torch.device | 
     if q_len > k_len:
         raise ValueError(f"q_len ({q_len}) cannot exceed k_len ({k_len}): queries are the last q_len positions")
     device = check_device("device", device)
+    check_memory("q_len and k_len", numel(q_len, k_len) + 8 * (q_len + k_len), f"a {q_len} x {k_len} mask")
     offset = k_len - q_len
     i = torch.arange(q_len, device=device)[:, None] + offset
     j = torch.arange(k_len, device=device)[None, :]
@@ -85,7 +89,8 @@ def attention(
     Args:
         q: ``(batch, heads, q_len, head_dim)``; k, v: ``(batch, heads, k_len, head_dim)``; floating
             tensors of one dtype (float16, bfloat16, float32 or float64).
-        bias: floating, added to the logits, broadcastable to ``(batch, heads, q_len, k_len)``.
+        bias: floating, added to the logits, broadcastable to ``(batch, heads, q_len, k_len)``; cast to the logits'
+            dtype first (a float64 bias does not turn float32 logits into float64 ones).
         mask: bool tensor, broadcastable to the logits; True = may attend.
         causal: also apply :func:`causal_mask` (needs ``q_len <= k_len``).
         dropout: probability in ``[0, 1)``, applied to the weights only when ``training``.
@@ -97,6 +102,8 @@ def attention(
     dropout = check_probability("dropout", dropout)
     training = check_bool("training", training)
     logits_shape = (*q.shape[:3], k.shape[-2])
+    # scores, the masked copies, the weights (and their dropout): about five logit-sized tensors
+    check_memory("q and k", 5 * numel(*logits_shape) * q.dtype.itemsize, f"logits of shape {logits_shape}")
     if bias is not None:
         check_tensor("bias", bias, "floating", finite=False)
         _check_broadcast("bias", bias, logits_shape)
@@ -105,7 +112,7 @@ def attention(
         _check_broadcast("mask", mask, logits_shape)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if bias is not None:
-        scores = scores + bias
+        scores = scores + bias.to(scores.dtype)  # an additive bias in the logits' dtype (not a type promotion)
     if causal:
         scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], device=q.device), float("-inf"))
     if mask is not None:
@@ -166,8 +173,10 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.d_model = check_positive_int("d_model", d_model)
         self.num_heads = check_positive_int("num_heads", num_heads)
+        d_model, num_heads = self.d_model, self.num_heads  # checked Python ints from here on
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        check_memory("d_model", 2 * 4 * (4 * numel(d_model, d_model) + 4 * d_model), "four d_model x d_model projections")
         self.head_dim = d_model // num_heads
         self.position = check_choice("position", position, ATTENTION_POSITIONS)
         self.causal = check_bool("causal", causal)
@@ -180,6 +189,15 @@ class MultiHeadAttention(nn.Module):
         check_nonnegative_int("shaw_max_distance", shaw_max_distance)
         check_positive_int("t5_num_buckets", t5_num_buckets)
         check_positive_int("t5_max_distance", t5_max_distance)
+        # the tables the chosen method builds, checked under this module's argument names
+        if position == "rope":
+            check_memory("rope_max_positions", 4 * 8 * numel(rope_max_positions, self.head_dim),
+                         f"a cos/sin cache of {rope_max_positions} positions")
+        elif position == "shaw":
+            check_memory("shaw_max_distance", 4 * 4 * numel(2 * shaw_max_distance + 1, self.head_dim),
+                         f"two tables of {2 * shaw_max_distance + 1} rows")
+        elif position == "t5":
+            check_memory("t5_num_buckets", 2 * 4 * numel(t5_num_buckets, num_heads), f"a table of {t5_num_buckets} rows")
         if position == "rope":
             check_even("head_dim (d_model // num_heads) for RoPE", self.head_dim)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -219,6 +237,7 @@ class MultiHeadAttention(nn.Module):
         if x.dim() != 3:
             raise ValueError(f"x must be (batch, seq, d_model), got shape {tuple(x.shape)}")
         check_last_dim("x", x, self.d_model)
+        check_module_input("x", x, self)
         return_weights = check_bool("return_weights", return_weights)
         if mask is not None:
             check_tensor("mask", mask, "bool")

@@ -17,9 +17,12 @@ from ._validation import (
     check_generator,
     check_index_range,
     check_last_dim,
+    check_memory,
+    check_module_input,
     check_positive_float,
     check_positive_int,
     check_tensor,
+    numel,
 )
 
 __all__ = ["LearnedPositionalEmbedding"]
@@ -54,6 +57,9 @@ class LearnedPositionalEmbedding(nn.Module):
         self.d_model = check_positive_int("d_model", d_model)
         self.init_std = check_positive_float("init_std", init_std)
         check_generator("generator", generator)
+        # the draw, its scaled copy and the parameter
+        check_memory("max_positions and d_model", 3 * 4 * numel(self.max_positions, self.d_model),
+                     f"a {self.max_positions} x {self.d_model} table")
         weight = torch.randn(self.max_positions, self.d_model, generator=generator) * self.init_std
         self.weight = nn.Parameter(weight)
 
@@ -72,9 +78,10 @@ class LearnedPositionalEmbedding(nn.Module):
             )
 
     def lookup(self, positions: torch.Tensor) -> torch.Tensor:
-        """Rows of the table for integer ``positions`` (any shape); gradients flow to ``weight``."""
+        """Rows of the table for integer ``positions`` (any shape; uint8 ... int64); gradients flow to ``weight``."""
         self._check_positions(positions)
-        return self.weight[positions.to(self.weight.device)]
+        # int64 for indexing: PyTorch reads a uint8 index tensor as a boolean mask, not as row numbers
+        return self.weight[positions.to(device=self.weight.device, dtype=torch.long)]
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         check_tensor("x", x, "floating", finite=False)
@@ -83,6 +90,7 @@ class LearnedPositionalEmbedding(nn.Module):
                 f"x must be a batch-first input of shape (batch, seq, d_model), got shape {tuple(x.shape)}"
             )
         check_last_dim("x", x, self.d_model)
+        check_module_input("x", x, self, same_dtype=False)  # any floating dtype: the rows are cast to x's
         batch, seq, _ = x.shape
         if positions is None:
             positions = torch.arange(seq, device=x.device)
@@ -103,6 +111,8 @@ class LearnedPositionalEmbedding(nn.Module):
         an identical table. The new module is independent of this one (its own parameter).
         """
         new_max_positions = check_positive_int("new_max_positions", new_max_positions)
+        check_memory("new_max_positions", 6 * 4 * numel(new_max_positions, self.d_model),
+                     f"a {new_max_positions} x {self.d_model} table")
         if new_max_positions == self.max_positions:
             table = self.weight.detach().clone()
         elif self.max_positions == 1 or new_max_positions == 1:

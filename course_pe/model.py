@@ -24,11 +24,15 @@ from ._validation import (
     check_bool,
     check_choice,
     check_index_range,
+    check_int,
     check_last_dim,
+    check_memory,
+    check_module_input,
     check_optional_int,
     check_positive_int,
     check_probability,
     check_tensor,
+    numel,
 )
 from .attention import MultiHeadAttention
 from .learned import LearnedPositionalEmbedding
@@ -40,7 +44,18 @@ ModelPosition = Literal["none", "sinusoidal", "learned", "rope", "shaw", "t5", "
 MODEL_POSITIONS: tuple[str, ...] = ("none", "sinusoidal", "learned", "rope", "shaw", "t5", "alibi")
 ABSOLUTE_POSITIONS: tuple[str, ...] = ("sinusoidal", "learned")
 
-__all__ = ["MODEL_POSITIONS", "ModelOutput", "TinyTransformer", "TransformerBlock"]
+__all__ = ["MAX_LAYERS", "MODEL_POSITIONS", "ModelOutput", "TinyTransformer", "TransformerBlock"]
+
+#: Most blocks :class:`TinyTransformer` builds. The course's models have 1 to 6; each block costs about 40 KiB of
+#: Python objects and milliseconds to build even when tiny, so a typo of a few zeros would otherwise build for hours.
+MAX_LAYERS = 1024
+#: Python-object overhead of one block (measured: about 43 KB for a d_model = 8 block), for the memory estimate.
+_BLOCK_OVERHEAD_BYTES = 64 * 1024
+
+
+def _block_bytes(d_model: int, d_ff: int) -> int:
+    """Parameters (float32, with their AdamW-free gradients not counted) of one block plus its object overhead."""
+    return 4 * (4 * numel(d_model, d_model) + 2 * numel(d_model, d_ff) + 9 * d_model + d_ff) + _BLOCK_OVERHEAD_BYTES
 
 
 class TransformerBlock(nn.Module):
@@ -55,6 +70,7 @@ class TransformerBlock(nn.Module):
         d_model = check_positive_int("d_model", d_model)
         d_ff = check_positive_int("d_ff", d_ff)
         dropout = check_probability("dropout", dropout)
+        check_memory("d_model and d_ff", _block_bytes(d_model, d_ff), f"a block of width {d_model} and MLP {d_ff}")
         self.ln1 = nn.LayerNorm(d_model)
         self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention_kwargs)
         self.ln2 = nn.LayerNorm(d_model)
@@ -66,6 +82,7 @@ class TransformerBlock(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         check_tensor("x", x, "floating", dim=3, finite=False)
         check_last_dim("x", x, self.ln1.normalized_shape[0])
+        check_module_input("x", x, self)
         return_weights = check_bool("return_weights", return_weights)
         attn_out, weights = self.attn(self.ln1(x), positions=positions, return_weights=True)
         x = x + self.drop(attn_out)
@@ -141,7 +158,18 @@ class TinyTransformer(nn.Module):
         scale_embeddings = check_bool("scale_embeddings", scale_embeddings)
         d_ff = check_optional_int("d_ff", d_ff, minimum=1)
         num_outputs = check_optional_int("num_outputs", num_outputs, minimum=1)
-        check_positive_int("num_heads", num_heads)
+        num_heads = check_positive_int("num_heads", num_heads)
+        num_layers = check_int("num_layers", num_layers, minimum=1, maximum=MAX_LAYERS)
+        # the checked values from here on (a NumPy integer would otherwise show in the modules' reprs)
+        vocab_size, d_model, max_positions = self.vocab_size, self.d_model, self.max_positions
+        width = 4 * self.d_model if d_ff is None else d_ff
+        outputs = self.vocab_size if num_outputs is None else num_outputs
+        check_memory(
+            "vocab_size, d_model, num_layers, d_ff, num_outputs and max_positions",
+            4 * 2 * (numel(self.vocab_size, self.d_model) + numel(self.d_model, outputs + 1)
+                     + numel(self.max_positions, self.d_model)) + num_layers * _block_bytes(self.d_model, width),
+            f"a model of {num_layers} blocks of width {self.d_model}",
+        )
         self.scale = math.sqrt(d_model) if scale_embeddings else 1.0
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         nn.init.normal_(self.token_embedding.weight, std=0.02 if not scale_embeddings else d_model**-0.5)
@@ -160,7 +188,7 @@ class TinyTransformer(nn.Module):
                 rope_max_positions=max_positions, shaw_max_distance=shaw_max_distance,
                 t5_num_buckets=t5_num_buckets, t5_max_distance=t5_max_distance,
             )
-            for _ in range(check_positive_int("num_layers", num_layers))
+            for _ in range(num_layers)
         )
         self.final_norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size if num_outputs is None else num_outputs)
@@ -171,6 +199,7 @@ class TinyTransformer(nn.Module):
             raise TypeError(f"tokens must be a (batch, seq) long tensor, got {type(tokens).__name__}")
         if tokens.dim() != 2 or tokens.dtype != torch.long:
             raise ValueError(f"tokens must be a (batch, seq) long tensor, got {tuple(tokens.shape)} {tokens.dtype}")
+        check_module_input("tokens", tokens, self, same_dtype=False)
         check_index_range("tokens", tokens, 0, self.vocab_size)
         x = self.token_embedding(tokens) * self.scale
         if isinstance(self.absolute, SinusoidalPositionalEncoding):

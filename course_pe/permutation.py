@@ -15,14 +15,26 @@ from collections.abc import Callable
 
 import torch
 
-from ._validation import check_bool, check_dtype, check_generator, check_positive_int, check_tensor
+from ._validation import (
+    check_bool,
+    check_dtype,
+    check_generator,
+    check_memory,
+    check_positive_int,
+    check_tensor,
+    numel,
+    require_values,
+)
 
 
 def _check_perm(perm: object) -> torch.Tensor:
+    """``perm`` as an int64 tensor (a uint8 index tensor would be read by PyTorch as a boolean mask)."""
     check_tensor("perm", perm, "integer", dim=1)
+    require_values("perm", perm)
     n = perm.numel()
-    if not torch.equal(perm.sort().values.cpu(), torch.arange(n, dtype=perm.dtype)):
-        raise ValueError(f"perm must be a permutation of 0 ... n-1, got {perm.tolist()}")
+    perm = perm.long()
+    if not torch.equal(perm.sort().values.cpu(), torch.arange(n)):
+        raise ValueError(f"perm must be a permutation of 0 ... n-1, got {perm.tolist()[:64]}")
     return perm
 
 __all__ = [
@@ -44,6 +56,7 @@ def random_permutation(n: int, *, generator: torch.Generator | None = None, dera
     n = check_positive_int("n", n)
     check_generator("generator", generator)
     derangement = check_bool("derangement", derangement)
+    check_memory("n", 4 * 8 * n, f"a permutation of {n} elements")
     while True:
         perm = torch.randperm(n, generator=generator)
         if not derangement or n == 1 or bool((perm != torch.arange(n)).all()):
@@ -55,9 +68,10 @@ def permutation_matrix(perm: torch.Tensor, *, dtype: torch.dtype = torch.float32
 
     ``perm``: a 1-D integer tensor holding a permutation of ``0 ... n-1``; ``dtype`` a floating dtype.
     """
-    _check_perm(perm)
+    perm = _check_perm(perm)
     check_dtype("dtype", dtype, "floating")
     n = perm.numel()
+    check_memory("perm", numel(n, n) * dtype.itemsize, f"a {n} x {n} matrix")
     p = torch.zeros(n, n, dtype=dtype)
     p[torch.arange(n), perm] = 1
     return p
@@ -71,7 +85,7 @@ def permute_sequence(x: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")
     if x.dim() < 2:
         raise ValueError(f"x must have a sequence axis, got shape {tuple(x.shape)}")
-    _check_perm(perm)
+    perm = _check_perm(perm)
     axis = x.dim() - 2
     if x.shape[axis] != perm.numel():
         raise ValueError(f"perm has {perm.numel()} entries but x has {x.shape[axis]} positions on its sequence axis (dim -2)")
@@ -87,6 +101,7 @@ def equivariance_error(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tenso
     if not callable(f):
         raise TypeError(f"f must be callable, got {type(f).__name__}")
     check_tensor("x", x, "floating", min_dim=2, finite=False)
+    require_values("x", x)  # the error is a number computed from f's outputs
     with torch.no_grad():
         permuted_out = _tensor_result("f(permuted x)", f(permute_sequence(x, perm)))
         out = _tensor_result("f(x)", f(x))
@@ -106,6 +121,7 @@ def invariance_error(g: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
     if not callable(g):
         raise TypeError(f"g must be callable, got {type(g).__name__}")
     check_tensor("x", x, "floating", min_dim=2, finite=False)
+    require_values("x", x)
     with torch.no_grad():
         permuted_out = _tensor_result("g(permuted x)", g(permute_sequence(x, perm)))
         return _max_abs_difference(permuted_out, _tensor_result("g(x)", g(x)))

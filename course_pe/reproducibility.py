@@ -6,6 +6,7 @@ Printed digits depend on the number of threads (float32 sums are reordered), so 
 
 from __future__ import annotations
 
+import numbers
 import os
 import random
 
@@ -24,10 +25,10 @@ def set_determinism(seed: int = 0, *, threads: int | None = None) -> None:
     same thread count are bit-identical, and stored outputs are rounded so that they do not depend on it).
     ``seed`` is an integer in ``0 ... 2**32 - 1`` (NumPy's range), ``threads`` None or a positive integer.
     """
-    check_int("seed", seed, minimum=0, maximum=2**32 - 1)
+    seed = check_int("seed", seed, minimum=0, maximum=2**32 - 1)  # a NumPy integer becomes an int
     if threads is None:
         threads = int(os.environ.get("COURSE_PE_THREADS", "1"))
-    threads = check_int("threads", threads, minimum=1)
+    threads = check_int("threads", threads, minimum=1, maximum=4096)  # torch overflows past int32
     torch.set_num_threads(threads)
     random.seed(seed)
     np.random.seed(seed)
@@ -42,6 +43,8 @@ def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gener
     depend on model init)."""
     seed = check_int("seed", seed, minimum=0, maximum=2**63 - 1)
     device = check_device("device", device)
+    if device.type == "meta":
+        raise ValueError("device='meta' has no random numbers: a torch.Generator needs a real device (cpu, cuda, ...)")
     g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g
@@ -63,10 +66,12 @@ def rounded(value, digits: int | None = None, *, sig: int | None = None):
     """
     if digits is not None and sig is not None:
         raise ValueError("rounded: give digits or sig, not both")
-    if sig is not None and (isinstance(sig, bool) or not isinstance(sig, int) or sig < 1):
+    if sig is not None and (isinstance(sig, (bool, np.bool_)) or not isinstance(sig, numbers.Integral) or sig < 1):
         raise ValueError(f"rounded: sig must be a positive int, got {sig!r}")
-    if digits is not None and (isinstance(digits, bool) or not isinstance(digits, int)):
+    if digits is not None and (isinstance(digits, (bool, np.bool_)) or not isinstance(digits, numbers.Integral)):
         raise ValueError(f"rounded: digits must be an int, got {digits!r}")
+    digits = None if digits is None else int(digits)  # a NumPy integer works as the int it holds
+    sig = None if sig is None else int(sig)
     if isinstance(value, (list, tuple)):
         return type(value)(rounded(v, digits, sig=sig) for v in value)
     if isinstance(value, (bool, int, str, np.integer, np.bool_)):

@@ -36,12 +36,15 @@ import torch
 
 from ._validation import (
     check_choice,
+    check_memory,
     check_nonnegative_int,
     check_positive_float,
     check_positive_int,
     check_tensor,
+    numel,
+    require_values,
 )
-from .rope import ROPE_LAYOUTS, RopeLayout, apply_rope, rotate_with_cos_sin
+from .rope import ROPE_LAYOUTS, RopeLayout, _check_position_values, apply_rope, rotate_with_cos_sin
 from .rope_scaling import rope_frequencies
 
 __all__ = [
@@ -64,6 +67,7 @@ QWEN2_VL_MROPE_SECTION: tuple[int, int, int] = (16, 24, 24)
 def _check_positions(x: torch.Tensor, positions: object, n_axes: int) -> torch.Tensor:
     """Multi-axis positions as float64, shape ``(seq, n_axes)`` or ``(batch, 1, seq, n_axes)``."""
     positions = check_tensor("positions", positions, "position")
+    _check_position_values("positions", positions)  # |p| <= 2**53, values present (not meta)
     seq = x.shape[-2]
     if positions.dim() == 2:
         if positions.shape != (seq, n_axes):
@@ -114,6 +118,9 @@ def multi_axis_rope(
     half = x.shape[-1] // 2
     inv_freq = check_tensor("inv_freq", inv_freq, "floating", dim=1)
     axis_of_pair = check_tensor("axis_of_pair", axis_of_pair, "integer", dim=1)
+    require_values("axis_of_pair", axis_of_pair)  # which coordinate each pair reads
+    if not x.is_meta:
+        require_values("inv_freq", inv_freq)
     if inv_freq.shape != (half,):
         raise ValueError(f"inv_freq must have shape (head_dim // 2,) = ({half},), got {tuple(inv_freq.shape)}")
     if axis_of_pair.shape != (half,):
@@ -244,6 +251,10 @@ def mrope_position_ids(text_before: int, grid: tuple[int, int, int], text_after:
     if not isinstance(grid, tuple) or len(grid) != 3:
         raise TypeError(f"grid must be a tuple (T, H, W), got {grid!r}")
     t_n, h_n, w_n = (check_positive_int(name, v) for name, v in zip(("grid T", "grid H", "grid W"), grid))
+    total = before + numel(t_n, h_n, w_n) + after
+    check_memory("text_before, grid and text_after", 6 * 3 * 8 * total, f"{total} tokens' position ids")
+    if total > 2**53:
+        raise ValueError(f"text_before, grid and text_after give {total} tokens; positions must stay <= 2**53")
     text = torch.arange(before, dtype=torch.long)
     rows = [text[:, None].expand(before, 3)]
     start = before
@@ -268,9 +279,11 @@ def xpos_scale(
     ``zeta ** ((p_q - p_k) / B)``, an exponential decay in the offset (Sun et al., 2023).
     """
     positions = check_tensor("positions", positions, "position")
+    _check_position_values("positions", positions)
     head_dim = check_positive_int("head_dim", head_dim)
     if head_dim % 2:
         raise ValueError(f"head_dim must be even, got {head_dim}")
+    check_memory("head_dim", 3 * 8 * numel(positions.numel(), head_dim // 2), f"{positions.numel()} x {head_dim // 2} factors")
     gamma = check_positive_float("gamma", gamma)
     scale_base = check_positive_float("scale_base", scale_base)
     i = torch.arange(head_dim // 2, dtype=torch.float64, device=positions.device)
@@ -343,6 +356,12 @@ def decoupled_rope_logits(
     """
     for name, t in (("q_nope", q_nope), ("q_rope", q_rope), ("k_nope", k_nope), ("k_rope", k_rope)):
         check_tensor(name, t, "floating", dim=4, finite=False)
+    if not q_nope.dtype == q_rope.dtype == k_nope.dtype == k_rope.dtype:
+        raise TypeError(f"q_nope, q_rope, k_nope and k_rope must share one dtype, got {q_nope.dtype}, {q_rope.dtype}, "
+                        f"{k_nope.dtype} and {k_rope.dtype}")
+    if not q_nope.device == q_rope.device == k_nope.device == k_rope.device:
+        raise ValueError(f"q_nope, q_rope, k_nope and k_rope must be on one device, got {q_nope.device}, "
+                         f"{q_rope.device}, {k_nope.device} and {k_rope.device}")
     if q_nope.shape != k_nope.shape:
         raise ValueError(f"q_nope and k_nope must have equal shapes, got {tuple(q_nope.shape)} and {tuple(k_nope.shape)}")
     batch, heads, seq, _ = q_nope.shape
@@ -353,6 +372,8 @@ def decoupled_rope_logits(
             f"k_rope must be (batch, 1, seq, d_rope) = ({batch}, 1, {seq}, {q_rope.shape[-1]}): one rotary key per "
             f"token shared by all heads; got {tuple(k_rope.shape)}"
         )
+    check_memory("q_nope and k_nope", 4 * numel(batch, heads, seq, seq) * q_nope.dtype.itemsize,
+                 f"logits of shape ({batch}, {heads}, {seq}, {seq})")
     scale = 1.0 / math.sqrt(q_nope.shape[-1] + q_rope.shape[-1])
     q_rot = apply_rope(q_rope, positions, base=base, layout=layout)
     k_rot = apply_rope(k_rope, positions, base=base, layout=layout)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._validation import check_choice, check_float, check_positive_int
+from ._validation import check_choice, check_float, check_int, check_positive_int
 from .model import MODEL_POSITIONS, TinyTransformer
 from .tasks import MarkovTask
 from .training import TrainConfig, init_seeds, seed_streams, train, train_seeds
@@ -47,7 +47,7 @@ class SeedsTiming:
     batched_cpu: list[float]
 
     def __post_init__(self) -> None:
-        check_positive_int("seeds", self.seeds)
+        object.__setattr__(self, "seeds", check_positive_int("seeds", self.seeds))
         lengths = set()
         for name in ("separate_wall", "batched_wall", "separate_cpu", "batched_cpu"):
             values = getattr(self, name)
@@ -77,10 +77,16 @@ def run_seeds_benchmark(
     seq_len: int = 32,
     batch_size: int = 32,
 ) -> SeedsTiming:
-    """Time ``seeds`` separate runs against one batched run of ``steps`` steps, ``repeats`` times each."""
-    count = check_positive_int("seeds", seeds)
-    check_positive_int("repeats", repeats)
-    check_positive_int("steps", steps)
+    """Time ``seeds`` separate runs against one batched run of ``steps`` steps, ``repeats`` times each.
+
+    A benchmark, not a training run: ``seeds`` in ``1 ... 256``, ``steps`` in ``1 ... 10**5``, ``repeats`` in
+    ``1 ... 100``, ``d_model``, ``seq_len`` and ``batch_size`` in ``1 ... 4096``.
+    """
+    count = check_int("seeds", seeds, minimum=1, maximum=256)
+    check_int("repeats", repeats, minimum=1, maximum=100)
+    check_int("steps", steps, minimum=1, maximum=10**5)
+    for name, value, most in (("d_model", d_model, 2**12), ("seq_len", seq_len, 2**12), ("batch_size", batch_size, 2**12)):
+        check_int(name, value, minimum=1, maximum=most)
     check_choice("position", position, MODEL_POSITIONS)
     check_positive_int("d_model", d_model)
     check_positive_int("seq_len", seq_len)

@@ -25,11 +25,16 @@ from torch import nn
 from ._validation import (
     check_bool,
     check_device,
+    check_int,
     check_last_dim,
+    check_memory,
+    check_module_input,
     check_nonnegative_int,
     check_positive_int,
     check_qkv,
+    check_same_device,
     check_tensor,
+    numel,
 )
 
 __all__ = ["ShawRelativePositions", "shaw_attention", "shaw_relative_positions"]
@@ -60,7 +65,8 @@ def shaw_relative_positions(
             raise ValueError(f"q_len ({q_len}) exceeds k_len ({k_len}); pass query_offset explicitly")
         query_offset = k_len - q_len
     else:
-        query_offset = check_nonnegative_int("query_offset", query_offset)
+        query_offset = check_int("query_offset", query_offset, minimum=0, maximum=2**53)
+    check_memory("q_len and k_len", 3 * 8 * numel(q_len, k_len), f"a {q_len} x {k_len} index table")
     i = torch.arange(q_len, device=device)[:, None] + query_offset
     j = torch.arange(k_len, device=device)[None, :]
     return (j - i).clamp(-max_distance, max_distance) + max_distance
@@ -80,7 +86,8 @@ def shaw_attention(
     """Attention with Shaw et al. relative key (and optionally value) embeddings.
 
     Args:
-        q: ``(batch, heads, q_len, head_dim)``; k, v: ``(batch, heads, k_len, head_dim)``; floating.
+        q: ``(batch, heads, q_len, head_dim)``; k, v: ``(batch, heads, k_len, head_dim)``; floating, of one dtype
+            and device (the tables are cast to it).
         rel_keys, rel_values: floating ``(2 * max_distance + 1, head_dim)`` tables (``rel_values`` may be None).
         max_distance: clipping distance ``K``, an integer >= 0.
         mask: optional bool tensor broadcastable to ``(batch, heads, q_len, k_len)``; True = keep.
@@ -91,12 +98,14 @@ def shaw_attention(
 
     Returns ``(batch, heads, q_len, head_dim)``, and the weights if ``return_weights``.
     """
-    check_qkv(q, k, v, same_dtype=False)
+    check_qkv(q, k, v)
     max_distance = check_nonnegative_int("max_distance", max_distance)
     return_weights = check_bool("return_weights", return_weights)
     check_tensor("rel_keys", rel_keys, "floating")
+    check_same_device("rel_keys", rel_keys, "q", q)
     if rel_values is not None:
         check_tensor("rel_values", rel_values, "floating")
+        check_same_device("rel_values", rel_values, "q", q)
     if q.shape[-2] > k.shape[-2]:
         raise ValueError(f"q_len ({q.shape[-2]}) cannot exceed k_len ({k.shape[-2]})")
     if mask is not None:
@@ -119,6 +128,8 @@ def shaw_attention(
             f"rel_values must have shape (2 * max_distance + 1, d_v) = ({num_rel}, {v.shape[-1]}), got {tuple(rel_values.shape)}"
         )
     q_len, k_len = q.shape[-2], k.shape[-2]
+    logits = numel(*q.shape[:3], k_len)
+    check_memory("q and k", (6 * q.dtype.itemsize + 8) * logits + 8 * numel(q_len, k_len), f"{logits} logits")
     idx = shaw_relative_positions(q_len, k_len, max_distance, device=q.device)  # (q_len, k_len)
     content = q @ k.transpose(-2, -1)  # (b, h, q, k)
     rel_all = q @ rel_keys.to(q.dtype).T  # (b, h, q, 2K+1)
@@ -147,6 +158,7 @@ class ShawRelativePositions(nn.Module):
         self.max_distance = check_nonnegative_int("max_distance", max_distance)
         values = check_bool("values", values)
         n = 2 * self.max_distance + 1
+        check_memory("max_distance and head_dim", 2 * 2 * 4 * numel(n, self.head_dim), f"two tables of {n} rows")
         self.rel_keys = nn.Parameter(torch.randn(n, self.head_dim) * self.head_dim**-0.5)
         self.rel_values = nn.Parameter(torch.randn(n, self.head_dim) * self.head_dim**-0.5) if values else None
 
@@ -160,6 +172,7 @@ class ShawRelativePositions(nn.Module):
         return_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         check_last_dim("q", q, self.head_dim)
+        check_module_input("q", q, self, same_dtype=False)  # the tables are cast to q's dtype
         return shaw_attention(
             q, k, v, self.rel_keys, self.rel_values,
             max_distance=self.max_distance, mask=mask, return_weights=return_weights,

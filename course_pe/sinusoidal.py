@@ -10,9 +10,13 @@ Conventions used throughout the course
   so pair 0 is the fastest (wavelength ``2*pi``) and pair ``d_model/2 - 1`` the slowest
   (wavelength ``2*pi*base**((d_model-2)/d_model)``, just under ``2*pi*base``).
 * Layout ``"interleaved"`` (the paper's): ``PE[p, 2i] = sin(p*w_i)``, ``PE[p, 2i+1] = cos(p*w_i)``.
-* Layout ``"blocks"``: all sines first, then all cosines: ``PE[p, i] = sin(p*w_i)``,
-  ``PE[p, d/2 + i] = cos(p*w_i)``. Same numbers, different order; several public
-  implementations use it, so two "sinusoidal" tables from different code bases need not agree.
+* Layout ``"half"``: all sines first, then all cosines: ``PE[p, i] = sin(p*w_i)``,
+  ``PE[p, d/2 + i] = cos(p*w_i)``, so pair ``i`` owns dimensions ``(i, i + d/2)``, the same
+  arrangement as RoPE's half layout (``course_pe.layout_permutation(d, to="half")`` maps one to the
+  other). Same numbers, different order; tensor2tensor and fairseq use it (with their own frequency
+  spacing), so two "sinusoidal" tables from different code bases need not agree. The layout was called
+  ``"blocks"`` in earlier versions of the course; that name is refused with a ``ValueError`` that names
+  ``"half"``.
 
 Everything is computed in float64 and cast at the end, so float32 tables are correctly rounded.
 """
@@ -40,9 +44,12 @@ from ._validation import (
     check_probability,
     check_tensor,
 )
+from ._validation import check_memory, numel
 
-SinusoidalLayout = Literal["interleaved", "blocks"]
-SINUSOIDAL_LAYOUTS: tuple[str, ...] = ("interleaved", "blocks")
+SinusoidalLayout = Literal["interleaved", "half"]
+SINUSOIDAL_LAYOUTS: tuple[str, ...] = ("interleaved", "half")
+#: Former layout names, refused with a message naming the current one.
+_RENAMED_LAYOUTS = {"blocks": "half"}
 #: :class:`SinusoidalPositionalEncoding` keeps at most ``max(max_len, CACHE_LIMIT)`` rows; rows beyond are
 #: computed for the call and not kept (one call at a huge offset must not leave a huge buffer behind).
 CACHE_LIMIT = 8192
@@ -58,6 +65,32 @@ __all__ = [
 ]
 
 
+#: Largest position a table row may encode: float64 holds every integer up to ``2**53`` exactly.
+MAX_POSITION = 2**53
+
+
+def _check_table(num_positions: int, d_model: int, start: int, name: str = "num_positions") -> None:
+    """Refuse positions past :data:`MAX_POSITION` and tables larger than the memory budget (before allocating)."""
+    if start + num_positions - 1 > MAX_POSITION:
+        raise ValueError(
+            f"start + num_positions - 1 must be <= 2**53 (float64 holds every integer up to there; 2**53 + 1 would be "
+            f"encoded as 2**53), got start={start}, num_positions={num_positions}"
+        )
+    # float64 positions, angles, sines, cosines and the table, then a cast: about 5 float64 values per entry
+    check_memory(name, 5 * 8 * numel(num_positions, d_model), f"a {num_positions} x {d_model} table")
+
+
+def _check_layout(layout: object) -> str:
+    """Return ``layout`` if it is one of :data:`SINUSOIDAL_LAYOUTS`; refuse a former name with its new one."""
+    if isinstance(layout, str) and layout in _RENAMED_LAYOUTS:
+        new = _RENAMED_LAYOUTS[layout]
+        raise ValueError(
+            f"layout {layout!r} is now called {new!r} (sines in dimensions 0 ... d/2-1, cosines in d/2 ... d-1, "
+            f"pair i at (i, i + d/2), as in RoPE's half layout); pass layout={new!r}"
+        )
+    return check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+
+
 def sinusoidal_frequencies(d_model: int, *, base: float = 10000.0) -> np.ndarray:
     """Angular frequencies ``w_i = base**(-2i/d_model)`` for ``i = 0 ... d_model/2 - 1``.
 
@@ -66,6 +99,7 @@ def sinusoidal_frequencies(d_model: int, *, base: float = 10000.0) -> np.ndarray
     """
     d_model = check_even("d_model", d_model)
     base = check_positive_float("base", base)
+    check_memory("d_model", 4 * 8 * (d_model // 2), f"{d_model // 2} frequencies")
     i = np.arange(d_model // 2, dtype=np.float64)
     return base ** (-2.0 * i / d_model)
 
@@ -89,12 +123,15 @@ def sinusoidal_encoding_np(
     """NumPy float64 twin of :func:`sinusoidal_encoding`, for worked examples.
 
     Returns an array of shape ``(num_positions, d_model)`` for positions
-    ``start, start + 1, ..., start + num_positions - 1`` (integers ``num_positions >= 1``, ``start >= 0``).
+    ``start, start + 1, ..., start + num_positions - 1`` (integers ``num_positions >= 1``, ``start >= 0``, the last
+    position at most ``2**53``: float64 holds every integer up to there, and beyond it ``2**53 + 1`` would be
+    encoded as ``2**53``).
     """
     num_positions = check_positive_int("num_positions", num_positions)
     start = check_nonnegative_int("start", start)
-    check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+    _check_layout(layout)
     omega = sinusoidal_frequencies(d_model, base=base)
+    _check_table(num_positions, d_model, start)
     p = np.arange(start, start + num_positions, dtype=np.float64)[:, None]
     angles = p * omega[None, :]  # (num_positions, d_model/2)
     table = np.empty((num_positions, d_model), dtype=np.float64)
@@ -147,17 +184,21 @@ def shift_matrix(
 ) -> torch.Tensor:
     """The matrix ``M_k`` with ``PE(p + k) = M_k @ PE(p)`` for every position ``p``.
 
-    ``M_k`` is block-diagonal: pair ``i`` is rotated by the 2x2 matrix
-    ``[[cos(k w_i), sin(k w_i)], [-sin(k w_i), cos(k w_i)]]`` acting on ``(sin, cos)``.
+    ``M_k`` is block-diagonal: pair ``i`` is acted on by the 2x2 matrix
+    ``[[cos(k w_i), sin(k w_i)], [-sin(k w_i), cos(k w_i)]]``, which is ``R(-k w_i)`` with the course's
+    counter-clockwise rotation ``R(a) = [[cos a, -sin a], [sin a, cos a]]``: the table stores each pair as
+    ``(sin, cos)``, and in that order a step forward turns the point clockwise (in ``(cos, sin)`` order it
+    would be ``R(k w_i)``).
     It depends on the offset ``k`` only, never on ``p``. ``k`` may be negative or fractional.
 
     Returns a ``(d_model, d_model)`` tensor (float64 by default; ``dtype`` must be floating) in the given
     layout. ``k`` is a finite real Python/NumPy number (not a bool, not a tensor).
     """
-    check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+    _check_layout(layout)
     k = check_float("k", k)
     check_dtype("dtype", dtype, "floating")
     omega = sinusoidal_frequencies(d_model, base=base)
+    check_memory("d_model", 3 * 8 * numel(d_model, d_model), f"a {d_model} x {d_model} matrix")
     c, s = np.cos(k * omega), np.sin(k * omega)
     half = d_model // 2
     m = np.zeros((d_model, d_model), dtype=np.float64)
@@ -193,7 +234,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         d_model: model width (even).
         max_len: initial number of cached positions.
         base: the ``10000`` of the formula.
-        layout: ``"interleaved"`` or ``"blocks"``.
+        layout: ``"interleaved"`` or ``"half"``.
         scale_embeddings: multiply ``x`` by ``sqrt(d_model)`` before adding.
         dropout: dropout probability applied to the sum (only in training mode).
     """
@@ -213,11 +254,14 @@ class SinusoidalPositionalEncoding(nn.Module):
         super().__init__()
         self.d_model = check_even("d_model", d_model)
         self.base = check_positive_float("base", base)
-        self.layout = check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+        self.layout = _check_layout(layout)
         self.scale_embeddings = check_bool("scale_embeddings", scale_embeddings)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         max_len = check_positive_int("max_len", max_len)
         self.cache_limit = max(max_len, CACHE_LIMIT)
+        if max_len - 1 > MAX_POSITION:
+            raise ValueError(f"max_len must be <= 2**53 + 1 (positions stay exact in float64), got {max_len}")
+        _check_table(max_len, self.d_model, 0, name="max_len and d_model")
         self.register_buffer("pe", self._table(max_len), persistent=False)
 
     def _table(self, length: int, device: torch.device | None = None) -> torch.Tensor:
@@ -232,6 +276,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         """
         length = check_nonnegative_int("length", length)
         offset = check_nonnegative_int("offset", offset)
+        if offset + length - 1 > MAX_POSITION:
+            raise ValueError(f"offset + length - 1 must be <= 2**53 (float64 holds every integer up to there), got "
+                             f"offset={offset}, length={length}")
+        check_memory("length", 6 * 8 * numel(length, self.d_model), f"{length} rows of width {self.d_model}")
         end = offset + length
         if self.pe.dtype != torch.float64:  # e.g. after Module.half(): rebuild rather than use a rounded table
             self.pe = self._table(self.pe.shape[0], device=self.pe.device)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._validation import check_bool, check_generator, check_int, check_positive_int, check_tensor
+from ._validation import check_bool, check_generator, check_int, check_memory, check_positive_int, check_tensor, numel
 
 IGNORE = -100
 
@@ -41,7 +41,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Batch:
-    """``inputs`` and ``targets``: ``(batch, seq)`` long tensors; ``targets == IGNORE`` is unscored."""
+    """``inputs`` and ``targets``: ``(batch, seq)`` long tensors; ``targets == IGNORE`` is unscored.
+
+    Integer tensors of another dtype (uint8 ... int32) are stored as int64, the dtype every model and loss expects.
+    """
 
     inputs: torch.Tensor
     targets: torch.Tensor
@@ -49,6 +52,8 @@ class Batch:
     def __post_init__(self) -> None:
         check_tensor("inputs", self.inputs, "integer", dim=2)
         check_tensor("targets", self.targets, "integer", dim=2)
+        object.__setattr__(self, "inputs", self.inputs.long())
+        object.__setattr__(self, "targets", self.targets.long())
         if self.inputs.shape[0] != self.targets.shape[0]:
             raise ValueError(
                 f"inputs and targets must have the same batch size, got {tuple(self.inputs.shape)} and "
@@ -57,9 +62,11 @@ class Batch:
 
 
 def _random_tokens(batch_size: int, seq_len: int, num_symbols: int, generator: torch.Generator | None) -> torch.Tensor:
-    check_positive_int("batch_size", batch_size)
-    check_positive_int("seq_len", seq_len)
+    batch_size = check_positive_int("batch_size", batch_size)
+    seq_len = check_positive_int("seq_len", seq_len)
     check_generator("generator", generator)
+    # inputs, targets and a copy or two while they are made
+    check_memory("batch_size and seq_len", 4 * 8 * numel(batch_size, seq_len), f"a batch of {batch_size} x {seq_len} tokens")
     return torch.randint(num_symbols, (batch_size, seq_len), generator=generator)
 
 
@@ -69,10 +76,15 @@ MAX_EXACT_LENGTH = 64
 #: Largest number of contexts (``num_symbols ** order``) of a :class:`MarkovTask`.
 MAX_MARKOV_STATES = 4096
 
+#: Longest :meth:`MarkovTask.sample`: the chain is drawn one position at a time in Python (about 10 microseconds per
+#: position), so this bound keeps one call under a minute; the course's experiments use at most a few hundred.
+MAX_MARKOV_LENGTH = 2**20
+
 
 def _check_task_fields(task: object) -> None:
-    check_positive_int("num_symbols", task.num_symbols)  # type: ignore[attr-defined]
-    check_bool("causal", task.causal)  # type: ignore[attr-defined]
+    """Check the common fields and store them as plain Python values (a NumPy integer becomes an ``int``)."""
+    object.__setattr__(task, "num_symbols", check_positive_int("num_symbols", task.num_symbols))  # type: ignore[attr-defined]
+    object.__setattr__(task, "causal", check_bool("causal", task.causal))  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -207,7 +219,7 @@ class HistogramTask:
 
     def __post_init__(self) -> None:
         _check_task_fields(self)
-        check_positive_int("max_count", self.max_count)
+        object.__setattr__(self, "max_count", check_positive_int("max_count", self.max_count))
 
     @property
     def vocab_size(self) -> int:
@@ -219,6 +231,10 @@ class HistogramTask:
 
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
         """``batch_size`` and ``seq_len`` positive integers; ``generator`` None or a ``torch.Generator``."""
+        check_positive_int("batch_size", batch_size)
+        check_positive_int("seq_len", seq_len)
+        check_memory("batch_size and seq_len", numel(batch_size, seq_len, seq_len),
+                     f"a {batch_size} x {seq_len} x {seq_len} comparison")
         x = _random_tokens(batch_size, seq_len, self.num_symbols, generator)
         counts = (x[:, :, None] == x[:, None, :]).sum(-1).clamp(max=self.max_count)
         return Batch(x, counts)
@@ -234,7 +250,7 @@ class PositionTask:
 
     def __post_init__(self) -> None:
         _check_task_fields(self)
-        check_positive_int("max_len", self.max_len)
+        object.__setattr__(self, "max_len", check_positive_int("max_len", self.max_len))
 
     @property
     def vocab_size(self) -> int:
@@ -322,14 +338,15 @@ class MarkovTask:
 
     def __post_init__(self) -> None:
         _check_task_fields(self)
-        check_int("order", self.order)
+        object.__setattr__(self, "order", check_int("order", self.order))
         if self.order not in (1, 2):
             raise ValueError(f"order must be 1 or 2, got {self.order}")
-        check_int("branching", self.branching)
+        object.__setattr__(self, "branching", check_int("branching", self.branching))
         if not 1 <= self.branching <= self.num_symbols:
             raise ValueError(f"branching must be in 1 ... num_symbols, got {self.branching}")
-        check_int("seed", self.seed, minimum=0, maximum=2**63 - 1)
-        check_bool("bos", self.bos)
+        # a NumPy integer seed becomes an int (torch.Generator.manual_seed refused np.int64: "an integer is required")
+        object.__setattr__(self, "seed", check_int("seed", self.seed, minimum=0, maximum=2**63 - 1))
+        object.__setattr__(self, "bos", check_bool("bos", self.bos))
         if self.num_symbols**self.order > MAX_MARKOV_STATES:
             raise ValueError(
                 f"num_symbols**order = {self.num_symbols}**{self.order} contexts exceed {MAX_MARKOV_STATES} "
@@ -387,11 +404,15 @@ class MarkovTask:
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
         """``seq_len`` symbols per sequence (plus BOS if enabled); next-token targets.
 
-        ``batch_size`` and ``seq_len`` are positive integers (``seq_len = 1`` works for order 2 too).
+        ``batch_size`` is a positive integer, ``seq_len`` an integer in ``1 ... MAX_MARKOV_LENGTH`` (``seq_len = 1``
+        works for order 2 too; the chain is sampled one position at a time, about 10 microseconds each).
         """
-        check_positive_int("batch_size", batch_size)
-        seq_len = check_positive_int("seq_len", seq_len)
+        batch_size = check_positive_int("batch_size", batch_size)
+        seq_len = check_int("seq_len", seq_len, minimum=1, maximum=MAX_MARKOV_LENGTH)
         check_generator("generator", generator)
+        # one (batch,) tensor per position (with its Python object), then the stacked sequence and its slices
+        check_memory("batch_size and seq_len", numel(seq_len + 2, 5 * 8 * batch_size + 200),
+                     f"{seq_len} positions of {batch_size} sequences")
         v = self.num_symbols
         state = torch.multinomial(self.stationary, batch_size, replacement=True, generator=generator)
         if self.order == 1:
@@ -411,8 +432,9 @@ class MarkovTask:
         return Batch(seq[:, :seq_len], seq[:, 1 : seq_len + 1])
 
     def loss_floor_by_position(self, seq_len: int) -> torch.Tensor:
-        """The best achievable loss at each target position (length ``seq_len + 1`` with BOS); ``seq_len >= 1``."""
-        seq_len = check_positive_int("seq_len", seq_len)
+        """The best achievable loss at each target position (length ``seq_len + 1`` with BOS); ``seq_len`` an integer
+        in ``1 ... MAX_MARKOV_LENGTH``, as for :meth:`sample`."""
+        seq_len = check_int("seq_len", seq_len, minimum=1, maximum=MAX_MARKOV_LENGTH)
         v = self.num_symbols
         h = self.entropy_rate
         pi = self.stationary

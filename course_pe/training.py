@@ -19,12 +19,22 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from ._validation import check_bool, check_float, check_int, check_positive_int, check_tensor
+from ._validation import (
+    check_bool,
+    check_float,
+    check_int,
+    check_memory,
+    check_positive_int,
+    check_tensor,
+    numel,
+    require_values,
+)
 from .reproducibility import make_generator
 from .tasks import IGNORE, Batch
 
 __all__ = [
     "DATA_SEED_OFFSET",
+    "MAX_EVAL_BATCHES",
     "PositionReport",
     "SeedsResult",
     "TrainConfig",
@@ -62,14 +72,16 @@ class TrainConfig:
     log_every: int = 50
 
     def __post_init__(self) -> None:
+        # checked values are stored back, so a NumPy integer or float becomes a Python one
         for name in ("steps", "batch_size", "seq_len", "log_every"):
-            check_positive_int(name, getattr(self, name))
-        check_int("warmup", self.warmup, minimum=0)
-        check_int("seed", self.seed, minimum=0, maximum=2**63 - 1)
-        check_float("lr", self.lr, minimum=0.0, strict_minimum=True)
-        check_float("weight_decay", self.weight_decay, minimum=0.0)
+            object.__setattr__(self, name, check_positive_int(name, getattr(self, name)))
+        object.__setattr__(self, "warmup", check_int("warmup", self.warmup, minimum=0))
+        object.__setattr__(self, "seed", check_int("seed", self.seed, minimum=0, maximum=2**63 - 1))
+        object.__setattr__(self, "lr", check_float("lr", self.lr, minimum=0.0, strict_minimum=True))
+        object.__setattr__(self, "weight_decay", check_float("weight_decay", self.weight_decay, minimum=0.0))
         if self.grad_clip is not None:
-            check_float("grad_clip", self.grad_clip, minimum=0.0, strict_minimum=True)
+            object.__setattr__(self, "grad_clip",
+                               check_float("grad_clip", self.grad_clip, minimum=0.0, strict_minimum=True))
 
 
 @dataclass
@@ -120,6 +132,10 @@ def train(
     if description is not None and not isinstance(description, str):
         raise TypeError(f"description must be None or a str, got {type(description).__name__}")
     steps = check_positive_int("steps", config.steps)
+    # the loss of every step is kept (a Python float in a list, about 32 bytes)
+    check_memory("config.steps", 40 * steps, f"the losses of {steps} steps")
+    check_memory("config.batch_size and config.seq_len", 4 * 8 * numel(config.batch_size, config.seq_len),
+                 f"batches of {config.batch_size} x {config.seq_len} tokens")
     generator = make_generator(config.seed)
     optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     warmup = max(1, config.warmup)
@@ -165,6 +181,8 @@ class PositionReport:
     def __post_init__(self) -> None:
         check_tensor("loss", self.loss, "floating", dim=1, finite=False)
         check_tensor("accuracy", self.accuracy, "floating", dim=1, finite=False)
+        require_values("loss", self.loss)  # a report of numbers (its means are Python floats)
+        require_values("accuracy", self.accuracy)
         if self.loss.shape != self.accuracy.shape:
             raise ValueError(f"loss and accuracy must have one shape, got {tuple(self.loss.shape)} and {tuple(self.accuracy.shape)}")
 
@@ -204,19 +222,21 @@ def evaluate_by_position(
 ) -> PositionReport:
     """Mean cross-entropy and accuracy at each target position, on fresh seeded data.
 
-    ``seq_len``, ``batch_size`` and ``num_batches`` are positive integers, ``seed`` an integer >= 0.
+    ``seq_len`` and ``batch_size`` are positive integers, ``num_batches`` an integer in ``1 ... MAX_EVAL_BATCHES``
+    (2**20; each batch is a forward pass, and an evaluation of more than a million batches is a typo that would run for
+    days), ``seed`` an integer >= 0.
     """
     _check_model_task(model, task)
     check_positive_int("seq_len", seq_len)
     check_positive_int("batch_size", batch_size)
-    check_positive_int("num_batches", num_batches)
+    num_batches = check_int("num_batches", num_batches, minimum=1, maximum=MAX_EVAL_BATCHES)
     check_int("seed", seed, minimum=0, maximum=2**63 - 1)
     generator = make_generator(seed)
     was_training = model.training
     model.eval()
     loss_sum: torch.Tensor | None = None
     correct = count = None
-    for _ in range(check_positive_int("num_batches", num_batches)):
+    for _ in range(num_batches):
         batch = task.sample(batch_size, seq_len, generator)
         logits = model(batch.inputs).double()
         targets = batch.targets
@@ -240,6 +260,9 @@ def evaluate_by_position(
 # --------------------------------------------------------------------------------------------------------------------
 # Several seeds of one configuration, trained together as one batched model.
 # --------------------------------------------------------------------------------------------------------------------
+
+#: Most batches :func:`evaluate_by_position` evaluates in one call.
+MAX_EVAL_BATCHES = 2**20
 
 #: Offset between a seed's initialisation seed and its data seed (see :func:`seed_streams`).
 DATA_SEED_OFFSET = 1_000_003
@@ -408,6 +431,9 @@ def train_seeds(
         raise ValueError(f"data_seeds must be a sequence of {count} ints (one per model), got {data_seeds!r}")
     data_seeds = [check_int(f"data_seeds[{i}]", s, minimum=0, maximum=2**63 - 1) for i, s in enumerate(data_seeds)]
     steps = config.steps
+    check_memory("config.steps", 8 * numel(steps, count) + 40 * steps, f"the losses of {steps} steps x {count} seeds")
+    check_memory("config.batch_size and config.seq_len", 4 * 8 * numel(count, config.batch_size, config.seq_len),
+                 f"batches of {count} x {config.batch_size} x {config.seq_len} tokens")
     generators = [make_generator(int(s)) for s in data_seeds]
     for model in models:
         model.train()

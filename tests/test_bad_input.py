@@ -456,6 +456,66 @@ REGISTRY: dict[str, Case] = {
         },
         extremes=[dict(original_max_positions=1), dict(original_max_positions=2**40)],
     ),
+    "rope_scaling.LongRoPEScaling": Case(
+        cpe.LongRoPEScaling, lambda: dict(short_factor=[1.0, 1.5], long_factor=[2.0, 8.0], original_max_positions=16),
+        {"short_factor": st.sampled_from([None, "1.0", 1.0, [], [1.0, 0.0], [1.0, math.nan], [1.0], [1.0, "2"],
+                                          [True, 1.0]]),
+         "long_factor": st.sampled_from([None, [2.0], [2.0, -1.0], [2.0, math.inf]]),
+         "original_max_positions": bad_int(1), "factor": bad_float(1.0, strict=False),
+         "attention_factor": bad_float(0.0)},
+        extremes=[dict(factor=8.0), dict(original_max_positions=1), dict(factor=2.0, original_max_positions=2),
+                  dict(short_factor=torch.tensor([1.0, 1.0]), long_factor=(3, 4), attention_factor=1e-9)],
+    ),
+    "rope_scaling.ProportionalScaling": Case(
+        cpe.ProportionalScaling, lambda: dict(partial_rotary_factor=0.25),
+        {"partial_rotary_factor": st.one_of(bad_float(0.0, strict=False), st.floats(1.0, 10.0, exclude_min=True)),
+         "factor": bad_float(1.0, strict=False)},
+        extremes=[dict(partial_rotary_factor=0.0), dict(partial_rotary_factor=1, factor=1e6)],
+    ),
+    "rope_scaling.RopeConfig": Case(
+        cpe.RopeConfig, lambda: dict(rope_type="default", head_dim=8, rotary_dim=8, base=10000.0, scaling=None),
+        {"rope_type": st.sampled_from(["ntk", "", None, "Default"]), "head_dim": bad_int(1),
+         "rotary_dim": st.one_of(bad_int(1), st.just(10), st.just(3)), "base": bad_float(0.0),
+         "scaling": st.sampled_from(["linear", 2.0, cpe.LinearScaling]), "max_positions": bad_int(1)},
+        mentions={"rope_type": "rope_type", "rotary_dim": "rotary_dim"},
+        extremes=[dict(rotary_dim=2), dict(max_positions=1), dict(rope_type="linear", scaling=cpe.LinearScaling(2.0))],
+    ),
+    "rope_scaling.RopeConfig.frequencies": Case(
+        cpe.RopeConfig.frequencies, lambda: dict(),
+        {"seq_len": bad_int(1, 2**53), "dtype": BAD_DTYPE},
+        call=lambda **kw: cpe.RopeConfig("dynamic", 8, 8, 10000.0, cpe.DynamicNTKScaling(2.0, 16)).frequencies(**kw),
+        extremes=[dict(seq_len=1), dict(seq_len=2**53, dtype=torch.float64)],
+    ),
+    "rope_scaling.RopeConfig.rotary_embedding": Case(
+        cpe.RopeConfig.rotary_embedding, lambda: dict(),
+        {"layout": bad_choice(cpe.ROPE_LAYOUTS), "max_positions": bad_int(1)},
+        call=lambda **kw: cpe.RopeConfig("default", 8, 4, 10000.0, None).rotary_embedding(**kw),
+        extremes=[dict(layout="interleaved"), dict(max_positions=1)],
+    ),
+    "rope_scaling.rope_config_from_hf": Case(
+        cpe.rope_config_from_hf, lambda: dict(config={"hidden_size": 64, "num_attention_heads": 4}),
+        {"config": st.sampled_from([None, "config.json", [("head_dim", 8)], {"head_dim": 7},
+                                    {"head_dim": 8, "rope_parameters": "yarn"},
+                                    {"head_dim": 8, "rope_scaling": {"rope_type": "yarn"}},
+                                    {"head_dim": 8, "rope_theta": "1e4"}, {"hidden_size": 64},
+                                    {"head_dim": 8, "rope_scaling": {"type": "linear", "factor": 0.5}}]),
+         "layer_type": st.sampled_from([3, "nope", ["full_attention"]]), "head_dim": bad_int(1),
+         "default_base": bad_float(0.0)},
+        mentions={"config": "config", "head_dim": "head_dim"},
+        extremes=[dict(config={"head_dim": 8, "rope_scaling": None}),
+                  dict(config={"head_dim": 8, "rope_parameters": {"sliding_attention": {"rope_type": "default"}}}),
+                  dict(head_dim=2), dict(config={"head_dim": 8, "rope_theta": 1e300})],
+    ),
+    "rope_scaling.yarn_mscale": Case(
+        cpe.yarn_mscale, lambda: dict(factor=40.0, mscale=0.707),
+        {"factor": bad_float(0.0), "mscale": bad_float(0.0, strict=False)},
+        extremes=[dict(factor=0.5), dict(mscale=0.0), dict(factor=1e308)],
+    ),
+    "rope_scaling.yarn_softmax_scale": Case(
+        cpe.yarn_softmax_scale, lambda: dict(qk_head_dim=192, scaling=cpe.YaRNScaling(40.0, 4096, mscale_all_dim=1.0)),
+        {"qk_head_dim": bad_int(1), "scaling": st.sampled_from(["yarn", 40.0, cpe.YaRNScaling, {"factor": 40}])},
+        extremes=[dict(scaling=None), dict(scaling=cpe.LinearScaling(2.0)), dict(qk_head_dim=1)],
+    ),
     # -------------------------------------------------------------- t5, alibi, shaw
     "t5.t5_relative_position_bucket": Case(
         cpe.t5_relative_position_bucket,
@@ -893,8 +953,11 @@ REGISTRY: dict[str, Case] = {
     "benchmark.BenchmarkRow": Case(
         benchmark.BenchmarkRow, lambda: dict(name="clone", milliseconds=1.0),
         {"name": st.sampled_from([None, 3]), "milliseconds": bad_float(0.0),
-         "samples": st.sampled_from([None, [1.0], 1.0, (-1.0,), (math.nan,), ("1",), (1.0, math.inf), (True,)])},
-        extremes=[dict(milliseconds=1e-9), dict(samples=(0.0, 2.0)), dict(samples=(np.float64(1.0),))],
+         "samples": st.sampled_from([None, [1.0], 1.0, (-1.0,), (math.nan,), ("1",), (1.0, math.inf), (True,)]),
+         "cpu_samples": st.sampled_from([None, [1.0], (-1.0,), (math.nan,), ("1",)]),
+         "allocated_bytes": bad_int(0), "peak_bytes": bad_int(0)},
+        extremes=[dict(milliseconds=1e-9), dict(samples=(0.0, 2.0)), dict(samples=(np.float64(1.0),)),
+                  dict(samples=(1.0,), cpu_samples=(0.5,), allocated_bytes=0, peak_bytes=2**40)],
     ),
     "benchmark.BenchmarkRow.quantile": Case(
         benchmark.BenchmarkRow.quantile, lambda: dict(q=0.5),
@@ -928,8 +991,21 @@ REGISTRY: dict[str, Case] = {
     "benchmark.run_rope_benchmark": Case(
         benchmark.run_rope_benchmark, lambda: dict(shape=(1, 1, 4, 4), repeats=1),
         {"shape": st.sampled_from([(1, 1, 4), (1, 1, 4, 3), (1, 0, 4, 4), [1, 1, 4, 4], (1, 1, 4.0, 4)]),
-         "repeats": bad_int(1), "seed": bad_int(0)},
-        extremes=[dict(shape=(1, 1, 1, 2))],
+         "repeats": bad_int(1), "seed": bad_int(0), "compiled": BAD_BOOL, "allocations": BAD_BOOL},
+        extremes=[dict(shape=(1, 1, 1, 2)), dict(shape=(1, 1, 2, 2), allocations=True)],
+        examples=10,
+    ),
+    "benchmark.measure_allocation": Case(
+        benchmark.measure_allocation, lambda: dict(fn=lambda: torch.zeros(3)),
+        {"fn": st.sampled_from([None, 3, "fn", torch.zeros(2)])},
+        extremes=[dict(fn=lambda: None)],
+    ),
+    "benchmark.compiled_rope": Case(
+        benchmark.compiled_rope, lambda: dict(layout="half", example=randn(1, 2, 4)),
+        {"layout": bad_choice(("half", "interleaved")),
+         "example": bad_tensor((1, 2, 4), wrong_shapes=((4,), (1, 2, 3)))},
+        mentions={"example": "example"},
+        extremes=[dict(layout="interleaved"), dict(example=None)],
         examples=10,
     ),
     # -------------------------------------------------------------- rope_nd
@@ -1015,6 +1091,50 @@ REGISTRY: dict[str, Case] = {
                        k_rope=randn(1, 1, 0, 2)),
                   dict(positions=torch.tensor([LONG, LONG + 1, LONG + 2]), layout="half"),
                   dict(q_nope=randn(1, 2, 3, 0), k_nope=randn(1, 2, 3, 0))],
+    ),
+    # -------------------------------------------------------------- positions
+    "positions.position_ids_from_attention_mask": Case(
+        cpe.position_ids_from_attention_mask, lambda: dict(attention_mask=torch.tensor([[0, 1, 1], [1, 1, 1]])),
+        {"attention_mask": st.one_of(bad_tensor((2, 3), "integer").filter(lambda t: not isinstance(t, torch.Tensor)
+                                                                          or t.dtype != torch.bool),
+                                     st.sampled_from([torch.tensor(1), torch.tensor([[0, 2, 1]]),
+                                                      torch.tensor([-1, 1])])),
+         "pad_value": bad_int(0, 2**53)},
+        extremes=[dict(attention_mask=torch.zeros(2, 0, dtype=torch.bool)), dict(pad_value=2**53),
+                  dict(attention_mask=torch.tensor([False, True])), dict(attention_mask=torch.zeros(1, 3, 4, dtype=torch.uint8))],
+    ),
+    "positions.packed_position_ids": Case(
+        cpe.packed_position_ids, lambda: dict(lengths=[3, 2]),
+        {"lengths": st.sampled_from([None, "32", 3, [3, -1], [2.0], [True], torch.tensor([[3, 2]]),
+                                     torch.tensor([3.0]), torch.tensor([3, -2])]),
+         "start": bad_int(0, 2**53)},
+        extremes=[dict(lengths=[]), dict(lengths=[0, 0]), dict(lengths=torch.tensor([1], dtype=torch.uint8)),
+                  dict(start=2**53, lengths=[1])],
+    ),
+    "positions.packed_position_ids_from_boundaries": Case(
+        cpe.packed_position_ids_from_boundaries, lambda: dict(boundaries=[0, 3, 5]),
+        {"boundaries": st.sampled_from([None, "035", 0, [], [1, 3], [0, 3, 2], [0, 1.5], torch.tensor([[0, 1]]),
+                                        torch.tensor([0.0, 1.0])]),
+         "start": bad_int(0, 2**53)},
+        extremes=[dict(boundaries=[0]), dict(boundaries=torch.tensor([0, 0, 4]))],
+    ),
+    "positions.packed_attention_mask": Case(
+        cpe.packed_attention_mask, lambda: dict(lengths=[2, 1]),
+        {"lengths": st.sampled_from([None, "21", [2, -1], [1.5], torch.tensor([2.0])]), "causal": BAD_BOOL},
+        extremes=[dict(lengths=[]), dict(lengths=[0, 3], causal=False)],
+    ),
+    "positions.document_ids_from_position_ids": Case(
+        cpe.document_ids_from_position_ids, lambda: dict(position_ids=torch.tensor([0, 1, 0])),
+        {"position_ids": bad_tensor((3,), "integer", wrong_shapes=((),))},
+        extremes=[dict(position_ids=torch.zeros(0, dtype=torch.long)), dict(position_ids=torch.zeros(2, 0, dtype=torch.long)),
+                  dict(position_ids=torch.tensor([[-(2**63), 2**63 - 1]]))],
+    ),
+    "positions.make_positions": Case(
+        cpe.make_positions, lambda: dict(tokens=torch.tensor([[1, 4, 5]]), padding_idx=1),
+        {"tokens": bad_tensor((1, 3), "integer", wrong_shapes=((3,), (1, 1, 3))), "padding_idx": bad_int(0, 2**53),
+         "past_length": st.one_of(bad_int(0, 2**53), st.just(2**53 - 2))},
+        extremes=[dict(tokens=torch.zeros(2, 0, dtype=torch.long)), dict(past_length=5),
+                  dict(tokens=torch.tensor([[1, 1]], dtype=torch.uint8), padding_idx=0)],
     ),
     # -------------------------------------------------------------- training with several seeds
     "training.seed_streams": Case(
@@ -1427,7 +1547,9 @@ def test_registry_covers_the_public_api():
 def test_exemptions_are_exception_classes(key):
     """An exemption is only for an exception class, which (as every Exception) takes any message."""
     module, name = key.split(".")
-    cls = getattr(importlib.import_module(f"course_pe.{module}"), name)
+    package = "course_pe.coursework" if module in ("sandbox", "grade", "gradebook", "exercises", "workbook",
+                                                    "nbgrader_release") else "course_pe"
+    cls = getattr(importlib.import_module(f"{package}.{module}"), name)
     assert inspect.isclass(cls) and issubclass(cls, Exception) and NO_BAD_INPUT[key]
     with pytest.raises(cls, match="a message"):
         raise cls("a message")

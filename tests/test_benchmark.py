@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from course_pe import apply_rope
+from course_pe import rope_cos_sin as cpe_cos_sin
+from course_pe import rope_frequencies as cpe_frequencies
 from course_pe.benchmark import (
     RATIOS,
     BenchmarkRow,
@@ -58,6 +60,7 @@ def test_ratios_and_report_from_known_rows():
         "textbook half / apply_rope half": 2.5,
         "apply_rope interleaved / complex": 2.5 / 3.0,
         "apply_rope interleaved / clone": 1.25,
+        "apply_rope half / clone": 2.0,
     }
     lines = format_report(rows)
     assert len(lines) == len(NAMES) + len(RATIOS)
@@ -67,16 +70,25 @@ def test_ratios_and_report_from_known_rows():
     assert lines[5].strip().startswith("textbook half / apply_rope half") and "= 2.50x (target >= 2.5)" in lines[5]
     assert "= 0.83x (target <= 1.2)" in lines[6]
     assert "= 1.25x (target <= 1.5)" in lines[7]
+    assert lines[8].strip().startswith("apply_rope half / clone") and "= 2.00x (target <= 1.3)" in lines[8]
     with pytest.raises(ValueError, match="lack"):
         benchmark_ratios(rows[1:])
+    # the compiled rows' ratios appear only with the rows
+    more = rows + [BenchmarkRow("compiled half", 2.2), BenchmarkRow("compiled interleaved", 1.8)]
+    assert benchmark_ratios(more)["compiled half / clone"] == 1.1
+    assert benchmark_ratios(more)["compiled interleaved / clone"] == 0.9
+    assert len(format_report(more)) == len(more) + len(RATIOS) + 2
 
 
-def test_main_prints_header_rows_and_ratios(capsys):
-    main(["--batch", "1", "--heads", "1", "--seq", "16", "--head-dim", "8", "--repeats", "1"])
-    out = capsys.readouterr().out.splitlines()
+def test_main_prints_header_rows_and_ratios(capfd):
+    main(["--batch", "1", "--heads", "1", "--seq", "16", "--head-dim", "8", "--repeats", "1", "--no-compile"])
+    captured = capfd.readouterr()  # file descriptors: the profiler's C++ side writes to fd 2
+    out = captured.out.splitlines()
     assert out[0].startswith("RoPE on (1, 1, 16, 8) float32")
     assert [line.split("  ")[1].strip() for line in out[1:6]] == NAMES
+    assert all("allocates" in line for line in out[1:6])  # allocations are measured by default
     assert [line.strip().split(" = ")[0].strip() for line in out[6:]] == list(RATIOS)
+    assert "profiler_start" not in captured.err
 
 
 def test_time_call_is_the_median():
@@ -111,3 +123,61 @@ def test_ratio_quantiles_pair_the_calls_of_each_round():
         ratio_quantiles(a, BenchmarkRow("c", 1.0, (1.0,)))
     with pytest.raises(ValueError):
         run_rope_benchmark((1, 1, 8, 4), repeats=0)
+
+
+# ----------------------------------------------------------------------------- issue 27: CPU time, allocations, compiled rows
+
+
+def test_rows_keep_cpu_time_and_allocations():
+    rows = run_rope_benchmark((1, 2, 64, 16), repeats=3, allocations=True)
+    by_name = {r.name: r for r in rows}
+    x_bytes = 1 * 2 * 64 * 16 * 4
+    for row in rows:
+        assert len(row.cpu_samples) == 3 and row.cpu_milliseconds is not None and row.peak_bytes is not None
+    # a clone allocates exactly one copy of x; apply_rope at most one output at any moment (its tables are cached);
+    # the textbook formula several temporaries
+    assert by_name["clone"].allocated_bytes == by_name["clone"].peak_bytes == x_bytes
+    assert by_name["apply_rope half"].peak_bytes == x_bytes
+    assert by_name["textbook half"].peak_bytes >= 2 * x_bytes
+    lines = format_report(rows)
+    assert "allocates 1.00 x clone at peak" in lines[2] and "CPU" in lines[2]
+
+
+def test_measure_allocation_counts_bytes():
+    from course_pe.benchmark import measure_allocation
+
+    x = torch.zeros(1000, dtype=torch.float64)
+    assert measure_allocation(lambda: x.clone()) == (8000, 8000)
+    assert measure_allocation(lambda: (x.clone(), x.clone())) == (16000, 16000)
+    assert measure_allocation(lambda: x.add_(x)) == (0, 0)  # in place: nothing (a Python scalar would be 8 bytes)
+
+
+def test_compiled_rows_fall_back_cleanly(monkeypatch, capsys):
+    """Where torch.compile fails (no compiler), the compiled rows are left out with the reason, not an error."""
+    from course_pe import benchmark
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no C++ compiler found")
+
+    monkeypatch.setattr(torch, "compile", broken)
+    fn, reason = benchmark.compiled_rope("half")
+    assert fn is None and "no C++ compiler found" in reason
+    rows = run_rope_benchmark((1, 1, 8, 4), repeats=1, compiled=True)
+    assert [r.name for r in rows] == NAMES
+    assert "compiled half: left out (torch.compile failed: RuntimeError: no C++ compiler found)" in capsys.readouterr().err
+
+
+def test_compiled_rope_is_one_pass_and_right():
+    """With a working compiler (this machine has gcc) the compiled rotation equals apply_rope; it allocates one
+    output per call (no temporaries)."""
+    from course_pe.benchmark import compiled_rope, measure_allocation
+
+    x = torch.randn(1, 2, 16, 8, generator=torch.Generator().manual_seed(1))
+    fn, reason = compiled_rope("half", x)
+    if fn is None:
+        pytest.fail(f"torch.compile does not work on this machine: {reason}")
+    inv, _ = cpe_frequencies(8)
+    cos, sin = cpe_cos_sin(torch.arange(16), inv)
+    torch.testing.assert_close(fn(x, cos, sin), apply_rope(x, layout="half"), rtol=1e-6, atol=1e-6)
+    with torch.inference_mode():
+        assert measure_allocation(lambda: fn(x, cos, sin))[1] == x.numel() * 4

@@ -56,3 +56,17 @@ def test_bad_arguments():
         module(torch.zeros(1, 3, 4), torch.arange(2))
     with pytest.raises(TypeError, match="integer"):
         module.lookup(torch.tensor([0.5]))
+
+
+# ----------------------------------------------------------------------------- red-team probe, 2026-11-24 (issue 27)
+
+
+def test_uint8_positions_are_rows_not_a_mask():
+    """PyTorch reads a uint8 index tensor as a boolean mask: lookup(uint8 [1] * 8) returned rows 0 ... 7."""
+    emb = LearnedPositionalEmbedding(8, 4, generator=torch.Generator().manual_seed(0))
+    for values in ([1] * 8, [7, 0, 3], [5]):
+        narrow = torch.tensor(values, dtype=torch.uint8)
+        assert torch.equal(emb.lookup(narrow), emb.lookup(torch.tensor(values)))
+        assert torch.equal(emb.lookup(narrow), emb.weight[torch.tensor(values)])
+    x = torch.zeros(2, 3, 4)
+    assert torch.equal(emb(x, torch.tensor([2, 2, 2], dtype=torch.uint8)), emb(x, torch.tensor([2, 2, 2])))

@@ -117,8 +117,6 @@ def test_t5_causal_future_collapses_to_zero():
 
 
 def test_t5_errors():
-    with pytest.raises(ValueError, match="even"):
-        t5_relative_position_bucket(torch.tensor([1]), num_buckets=31)
     with pytest.raises(TypeError, match="integer"):
         t5_relative_position_bucket(torch.tensor([1.0]))
     with pytest.raises(ValueError, match="max_distance"):
@@ -298,3 +296,50 @@ def test_alibi_bias_on_the_meta_device():
     bias = alibi_bias(3, 2, 4, device="meta")
     assert bias.device.type == "meta" and bias.shape == (1, 3, 2, 4)
     assert alibi_bias(3, 2, 4, causal=False, device="meta").device.type == "meta"
+
+
+# ----------------------------------------------------------------------------- red-team probe, 2026-11-24 (issue 27)
+
+
+def test_t5_bucket_of_the_most_negative_int64_saturates():
+    """abs(-2**63) overflows int64 (it stays -2**63): the bucket used to be -9223372036854775808 (valid: 0 ... 31)."""
+    extremes = torch.tensor([-(2**63), -(2**63) + 1, -(2**62), 2**63 - 1, 2**62])
+    for bidirectional in (True, False):
+        got = t5_relative_position_bucket(extremes, bidirectional=bidirectional)
+        assert got.min() >= 0 and got.max() < 32
+        assert got[0] == got[1] == got[2]  # far to the left: the last "past" bucket
+        assert got[3] == got[4]
+    assert t5_relative_position_bucket(extremes).tolist() == [15, 15, 15, 31, 31]
+
+
+def test_t5_query_offset_is_bounded_not_an_index_error():
+    with pytest.raises(ValueError, match=r"^query_offset must be <= 9007199254740992"):
+        T5RelativeBias(2)(4, 5, query_offset=2**63)  # an IndexError from the embedding before
+    assert T5RelativeBias(2)(1, 1, query_offset=2**53).shape == (1, 2, 1, 1)
+
+
+@given(num_buckets=st.integers(2, 80), max_distance=st.integers(2, 600), bidirectional=st.booleans())
+def test_t5_buckets_match_transformers_for_any_bucket_count(num_buckets, max_distance, bidirectional):
+    """T5's and Hugging Face's code accept an odd num_buckets (halved rounding down when bidirectional)."""
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    n = num_buckets // 2 if bidirectional else num_buckets
+    if n // 2 < 1 or max_distance <= n // 2:  # no exact bucket, or log(max_distance / exact) <= 0: refused
+        with pytest.raises(ValueError):
+            t5_relative_position_bucket(torch.arange(3), bidirectional=bidirectional, num_buckets=num_buckets,
+                                        max_distance=max_distance)
+        return
+    rel = torch.arange(-700, 701)
+    ours = t5_relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets,
+                                       max_distance=max_distance)
+    theirs = T5Attention._relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets,
+                                                   max_distance=max_distance)
+    assert torch.equal(ours, theirs)
+    assert ours.max() < num_buckets
+
+
+def test_t5_odd_bucket_count_leaves_the_last_row_unused():
+    bias = T5RelativeBias(2, num_buckets=33)
+    assert bias.embedding.weight.shape == (33, 2)
+    rel = torch.arange(-1000, 1001)
+    assert int(t5_relative_position_bucket(rel, num_buckets=33).max()) == 31

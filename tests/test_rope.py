@@ -13,6 +13,7 @@ from course_pe import (
     half_to_interleaved,
     interleaved_to_half,
     permute_qk_weights,
+    rope_cos_sin,
     rope_frequencies,
 )
 
@@ -449,8 +450,10 @@ def test_rotary_embedding_cache_and_buffers():
     cos, sin = module.cos_sin(torch.arange(6))
     assert cos.dtype == torch.float64 and torch.equal(cos, reference[0]) and torch.equal(sin, reference[1])
     assert module.cos_sin(torch.tensor([2.0**53], dtype=torch.float64))[0].shape == (1, 4)  # largest exact position
-    with pytest.raises(ValueError, match=r"^float positions must be at most 2\*\*53"):
+    with pytest.raises(ValueError, match=r"^positions must lie in \[-2\*\*53, 2\*\*53\]"):
         module.cos_sin(torch.tensor([2.0**53 + 2], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"^positions must lie in \[-2\*\*53, 2\*\*53\]"):
+        module.cos_sin(torch.tensor([2**53 + 1]))  # an int64 position float64 cannot hold
 
 
 def test_rotary_embedding_dynamic_ntk_uses_the_seq_len_given():
@@ -483,3 +486,151 @@ def test_rotate_with_cos_sin_refuses_bad_tables_and_widths():
         apply_rope(x[None], torch.zeros(3, dtype=torch.float16))
     with pytest.raises(ValueError, match=r"^weight must be 1-D or 2-D"):
         permute_qk_weights(torch.zeros(2, 8, 4), num_heads=2)
+
+
+# ----------------------------------------------------------------------------- red-team probe, 2026-11-24 (issue 27)
+
+
+@pytest.mark.parametrize("length", [6, 4, 9])
+def test_uint8_positions_are_positions_not_masks(length):
+    """uint8 index tensors are boolean masks to PyTorch; RotaryEmbedding must read them as positions (it returned
+    the rotation of rows 0 ... 5 for positions [5] * 6, and an IndexError about a mask for other lengths)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, length, 8, generator=g)
+    module = RotaryEmbedding(8, max_positions=6)
+    for values in ([5] * length, list(range(length)), [255, 0] * (length // 2) + [7] * (length % 2)):
+        wide, narrow = torch.tensor(values), torch.tensor(values, dtype=torch.uint8)
+        assert torch.equal(module(x, narrow), module(x, wide))
+        assert torch.equal(module.cos_sin(narrow)[0], module.cos_sin(wide)[0])
+        assert torch.equal(apply_rope(x, narrow), apply_rope(x, wide))
+
+
+def test_positions_beyond_2_53_are_refused_not_rounded():
+    """2**53 + 1 used to be rounded to 2**53 without a word (two positions, one rotation)."""
+    x = torch.randn(1, 4, dtype=torch.float64)
+    inv = rope_frequencies(4, dtype=torch.float64)[0]
+    exact = apply_rope(x, torch.tensor([2**53]))  # the largest exact position still works
+    assert torch.isfinite(exact).all()
+    for bad in (torch.tensor([2**53 + 1]), torch.tensor([-(2**53) - 1]), torch.tensor([2**62]),
+                torch.tensor([-(2**63)]), torch.tensor([1e30], dtype=torch.float64)):
+        for call in (lambda p: apply_rope(x, p), lambda p: rope_cos_sin(p, inv), lambda p: RotaryEmbedding(4)(x, p)):
+            with pytest.raises(ValueError, match=r"^positions must lie in \[-2\*\*53, 2\*\*53\]"):
+                call(bad)
+
+
+# ----------------------------------------------------------------------------- notation decision 6: P and R_m as matrices
+
+
+@pytest.mark.parametrize("d", [2, 4, 8, 12])
+def test_layout_permutation_as_a_matrix(d):
+    """interleaved_to_half(x) = P x with P = eye[layout_permutation(d, to="half")]; applied to eye(d) it returns P^T;
+    half_to_interleaved is P^T (and returns P on the identity)."""
+    from course_pe import layout_permutation
+
+    P = torch.eye(d, dtype=torch.float64)[layout_permutation(d, to="half")]
+    x = torch.randn(d, dtype=torch.float64, generator=torch.Generator().manual_seed(d))
+    assert torch.equal(interleaved_to_half(x), P @ x)
+    assert torch.equal(half_to_interleaved(x), P.T @ x)
+    assert torch.equal(interleaved_to_half(torch.eye(d, dtype=torch.float64)), P.T)
+    assert torch.equal(half_to_interleaved(torch.eye(d, dtype=torch.float64)), P)
+    assert torch.equal(torch.eye(d, dtype=torch.float64)[layout_permutation(d, to="interleaved")], P.T)
+    if d >= 6:  # (d = 4 swaps dims 1 and 2: P is symmetric there)
+        assert not torch.equal(P, P.T)  # the statements are not vacuous
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_apply_rope_on_the_identity_returns_r_m_transposed(layout):
+    d, m = 6, 3
+    eye = torch.eye(d, dtype=torch.float64)
+    R_m_T = apply_rope(eye, torch.full((d,), m), layout=layout)
+    x = torch.randn(d, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(R_m_T.T @ x, apply_rope(x[None], torch.tensor([m]), layout=layout)[0], rtol=0, atol=1e-15)
+    assert not torch.allclose(R_m_T, R_m_T.T)
+
+
+# ----------------------------------------------------------------------------- reference numerics (angle_dtype)
+
+
+def _exact_angle_errors(base: float, p: int, d: int = 128) -> tuple[float, float]:
+    """Largest |angle - exact| over the pairs at position p, for float32 (reference) and float64 (default) angles;
+    exact = p * base**(-2i/d) in 40-digit mpmath."""
+    from mpmath import mp, mpf
+
+    mp.dps = 40
+    exact = [mpf(p) * mpf(base) ** (mpf(-2 * i) / d) for i in range(d // 2)]
+    inv32 = rope_frequencies(d, base=base, angle_dtype=torch.float32)[0]
+    inv64 = rope_frequencies(d, base=base, dtype=torch.float64)[0]
+    a32 = (torch.tensor([p]).float()[:, None] * inv32)[0].tolist()
+    a64 = (torch.tensor([p]).double()[:, None] * inv64)[0].tolist()
+    return (max(abs(float(mpf(a) - e)) for a, e in zip(a32, exact)),
+            max(abs(float(mpf(a) - e)) for a, e in zip(a64, exact)))
+
+
+def test_documented_angle_errors():
+    """The numbers of the precision note in course_pe.rope's docstring, measured again (2 significant digits)."""
+    import course_pe.rope as module
+
+    doc = " ".join(module.__doc__.split())
+    e32, e64 = _exact_angle_errors(10000.0, 2047)
+    assert f"{e64:.1e}".replace("e-", "e-") == "8.5e-14" and "8.5e-14 rad at position 2047" in doc
+    assert f"{e32:.1e}" == "5.8e-05" and "5.8e-5 rad at position 2047" in doc
+    for p, text in ((10**4, "3.2e-4"), (10**5, "5.2e-3"), (10**6, "5.2e-2")):
+        e32, e64 = _exact_angle_errors(10000.0, p)
+        assert f"{e32:.1e}" == text.replace("e-", "e-0") and text in doc, (p, e32)
+        assert e64 < 1e-10
+    assert f"{_exact_angle_errors(10000.0, 10**6)[1]:.1e}" == "6.4e-11" and "6.4e-11 rad" in doc
+    for p, text in ((2047, "1.1e-4"), (10**4, "3.2e-4"), (10**5, "4.6e-3"), (10**6, "4.6e-2")):
+        assert f"{_exact_angle_errors(500000.0, p)[0]:.1e}" == text.replace("e-", "e-0") and text in doc
+
+
+def _meta_precompute_angles(dim: int, end: int, theta: float) -> torch.Tensor:
+    """Transcription of the float32 steps of Meta's ``precompute_freqs_cis`` (llama-models): frequencies from
+    ``arange(0, dim, 2).float() / dim``, positions ``arange(end, dtype=float32)``, their outer product."""
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+    t = torch.arange(end, dtype=torch.float32)
+    return torch.outer(t, freqs)
+
+
+def _torchtune_rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Transcription of torchtune's ``RotaryPositionalEmbeddings.forward`` arithmetic on float32 pairs (2i, 2i+1)."""
+    pairs = x.float().reshape(*x.shape[:-1], -1, 2)
+    out = torch.stack([pairs[..., 0] * cos - pairs[..., 1] * sin, pairs[..., 1] * cos + pairs[..., 0] * sin], -1)
+    return out.flatten(-2).type_as(x)
+
+
+@pytest.mark.parametrize("base", [10000.0, 500000.0])
+def test_float32_angles_are_the_references_bit_for_bit(base):
+    d, end = 128, 70000
+    meta = _meta_precompute_angles(d, end, base)
+    cos, sin = RotaryEmbedding(d, base=base, angle_dtype=torch.float32).cos_sin(torch.arange(end))
+    # float32 values held in the float64 cache: identical to cos/sin of Meta's (and torchtune's) float32 angles
+    assert torch.equal(cos.float(), meta.cos()) and torch.equal(sin.float(), meta.sin())
+    assert torch.equal(cos, cos.float().double())
+    # Meta's torch.polar uses another cos/sin routine: equal to the last bit or one unit in the last place away
+    polar = torch.polar(torch.ones_like(meta), meta)
+    assert (polar.real - cos.float()).abs().max() <= 2**-23 and (polar.imag - sin.float()).abs().max() <= 2**-23
+    # the default (float64 angles) parts from them at large positions, as the docstring says
+    exact, _ = RotaryEmbedding(d, base=base).cos_sin(torch.arange(end))
+    assert float((exact - cos).abs().max()) > 1e-3
+
+
+def test_float32_rotation_is_torchtunes_in_the_interleaved_layout():
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 50, 64, generator=g)
+    positions = torch.arange(1000, 1050)
+    angles = _meta_precompute_angles(64, 1050, 10000.0)[1000:]
+    ours = apply_rope(x, positions, angle_dtype=torch.float32)
+    assert torch.equal(ours, _torchtune_rotate(x, angles.cos(), angles.sin()))
+    assert torch.equal(RotaryEmbedding(64, angle_dtype=torch.float32)(x, positions), ours)
+    assert not torch.equal(ours, apply_rope(x, positions))  # the default differs (exact angles)
+
+
+def test_angle_dtype_is_checked():
+    x = torch.randn(3, 8)
+    for bad in (torch.float16, torch.bfloat16):
+        with pytest.raises(ValueError, match="angle_dtype"):
+            apply_rope(x, angle_dtype=bad)
+        with pytest.raises(ValueError, match="angle_dtype"):
+            RotaryEmbedding(8, angle_dtype=bad)
+    with pytest.raises(TypeError, match="angle_dtype"):
+        rope_cos_sin(torch.arange(3), torch.ones(4), angle_dtype="float32")

@@ -175,8 +175,19 @@ def test_scaling_fields_are_stored_as_checked_floats():
 def test_equal_bounds_are_refused():
     with pytest.raises(ValueError, match=r"^beta_fast \(2.0\) must be greater than beta_slow \(2.0\)"):
         YaRNScaling(2.0, 64, beta_fast=2.0, beta_slow=2.0)
-    with pytest.raises(ValueError, match=r"^high_freq_factor \(2.0\) must be greater than"):
-        Llama3Scaling(8.0, 8192, low_freq_factor=2.0, high_freq_factor=2.0)
+    with pytest.raises(ValueError, match=r"^high_freq_factor \(1.5\) must be at least low_freq_factor \(2.0\)"):
+        Llama3Scaling(8.0, 8192, low_freq_factor=2.0, high_freq_factor=1.5)
+
+
+def test_llama3_equal_factors_switch_hard():
+    """Llama 4 Scout ships low_freq_factor = high_freq_factor = 1: no blend band, every wavelength below
+    L = 8192 kept and every one above divided by the factor (16)."""
+    d, base, L = 128, 500000.0, 8192
+    inv, _ = rope_frequencies(d, base=base, scaling=Llama3Scaling(16.0, L, 1.0, 1.0), dtype=torch.float64)
+    t = theta(d, base)
+    expected = torch.where(2 * math.pi / t < L, t, t / 16.0)
+    torch.testing.assert_close(inv, expected, rtol=1e-14, atol=0)
+    assert 0 < int((2 * math.pi / t < L).sum()) < d // 2  # both regimes occur
 
 
 def test_dynamic_ntk_at_the_original_length_is_exactly_the_original():
@@ -201,8 +212,87 @@ def test_rope_frequencies_argument_bounds():
     with pytest.raises(TypeError, match=r"^dtype must be"):
         rope_frequencies(8, dtype=torch.int64)
     with pytest.raises(ValueError, match=r"expected None or one of LinearScaling, NTKScaling, DynamicNTKScaling, "
-                                         r"YaRNScaling, Llama3Scaling$"):
+                                         r"YaRNScaling, Llama3Scaling, LongRoPEScaling, ProportionalScaling$"):
         rope_frequencies(8, scaling="linear")
     for scaling in (NTKScaling(2.0), DynamicNTKScaling(2.0, 64)):
         with pytest.raises(ValueError, match=r"^NTK scalings need head_dim > 2 \(their exponent is d / \(d - 2\)\)$"):
             rope_frequencies(2, scaling=scaling, seq_len=128)
+
+
+# ----------------------------------------------------------------------------- LongRoPE, proportional, YaRN's options
+# (tests/test_rope_scaling_hf.py compares every type with transformers; these check the formulas themselves)
+
+
+def test_longrope_short_and_long_factors_and_attention_factor():
+    from course_pe import LongRoPEScaling
+
+    short, long = [1.0, 1.5, 2.0, 3.0], [4.0, 8.0, 16.0, 32.0]
+    scaling = LongRoPEScaling(short, long, 64, factor=16.0)
+    t = theta(8)
+    for seq_len in (None, 1, 64):
+        inv, factor = rope_frequencies(8, scaling=scaling, seq_len=seq_len, dtype=torch.float64)
+        torch.testing.assert_close(inv, t / torch.tensor(short, dtype=torch.float64), rtol=1e-15, atol=0)
+    inv, factor = rope_frequencies(8, scaling=scaling, seq_len=65, dtype=torch.float64)
+    torch.testing.assert_close(inv, t / torch.tensor(long, dtype=torch.float64), rtol=1e-15, atol=0)
+    assert factor == math.sqrt(1 + math.log(16.0) / math.log(64))
+    assert rope_frequencies(8, scaling=LongRoPEScaling(short, long, 64), seq_len=65)[1] == 1.0  # factor 1
+    assert rope_frequencies(8, scaling=LongRoPEScaling(short, long, 64, 16.0, attention_factor=0.5))[1] == 0.5
+    with pytest.raises(ValueError, match="head_dim // 2 = 8"):
+        rope_frequencies(16, scaling=scaling)
+    with pytest.raises(ValueError, match="^short_factor and long_factor must have one length"):
+        LongRoPEScaling(short, long[:3], 64)
+
+
+def test_rotary_embedding_switches_longrope_factors_both_ways():
+    from course_pe import LongRoPEScaling, RotaryEmbedding
+
+    scaling = LongRoPEScaling([1.0, 2.0], [5.0, 50.0], 8, factor=4.0)
+    module = RotaryEmbedding(4, scaling=scaling, max_positions=4)
+    short = torch.tensor([[1 / 1.0, 0.01 / 2.0]], dtype=torch.float64)
+    long = torch.tensor([[1 / 5.0, 0.01 / 50.0]], dtype=torch.float64)
+    af = math.sqrt(1 + math.log(4.0) / math.log(8))
+    for last, table in ((7, short), (8, long), (3, short), (100, long)):  # length 8 is short, 9 long
+        cos, sin = module.cos_sin(torch.arange(last + 1))
+        angle = torch.tensor([float(last)], dtype=torch.float64)[:, None] * table
+        torch.testing.assert_close(cos[-1:], angle.cos() * af, rtol=1e-14, atol=1e-15)
+        torch.testing.assert_close(sin[-1:], angle.sin() * af, rtol=1e-14, atol=1e-15)
+
+
+def test_yarn_without_truncation_keeps_fractional_bounds():
+    d, base, L, s = 64, 150000.0, 4096, 32.0
+    corr = lambda r: d * math.log(L / (r * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
+    low, high = max(corr(32.0), 0), min(corr(1.0), d - 1)
+    assert yarn_correction_range(d, base, L, 32.0, 1.0, truncate=False) == (low, high)
+    assert yarn_correction_range(d, base, L, 32.0, 1.0) == (math.floor(low), math.ceil(high))
+    inv, factor = rope_frequencies(d, base=base, scaling=YaRNScaling(s, L, truncate=False), dtype=torch.float64)
+    expected = []
+    for i, t in enumerate(theta(d, base).tolist()):
+        ramp = min(1.0, max(0.0, (i - low) / (high - low)))
+        expected.append(t / s * ramp + t * (1 - ramp))
+    torch.testing.assert_close(inv, torch.tensor(expected, dtype=torch.float64), rtol=1e-14, atol=0)
+    assert factor == 0.1 * math.log(s) + 1
+
+
+def test_yarn_mscale_rules():
+    from course_pe import yarn_mscale, yarn_softmax_scale
+
+    s = 40.0
+    assert yarn_mscale(s, 0.707) == 0.1 * 0.707 * math.log(s) + 1 and yarn_mscale(0.5, 3.0) == 1.0
+    ratio = rope_frequencies(8, scaling=YaRNScaling(s, 64, mscale=0.5, mscale_all_dim=1.0))[1]
+    assert ratio == pytest.approx((0.05 * math.log(s) + 1) / (0.1 * math.log(s) + 1), rel=1e-15)
+    # Hugging Face's rule: an mscale alone (or with mscale_all_dim 0) is ignored; attention_factor wins over both
+    for kwargs in (dict(mscale=0.5), dict(mscale=0.5, mscale_all_dim=0.0)):
+        assert rope_frequencies(8, scaling=YaRNScaling(s, 64, **kwargs))[1] == 0.1 * math.log(s) + 1
+    assert rope_frequencies(8, scaling=YaRNScaling(s, 64, mscale=1, mscale_all_dim=1, attention_factor=2.0))[1] == 2.0
+    assert yarn_softmax_scale(192, YaRNScaling(s, 64, mscale_all_dim=1.0)) == 192**-0.5 * yarn_mscale(s, 1.0) ** 2
+    assert yarn_softmax_scale(192, YaRNScaling(s, 64)) == 192**-0.5 == yarn_softmax_scale(192)
+
+
+def test_proportional_rotates_a_fraction_with_full_head_frequencies():
+    from course_pe import ProportionalScaling
+
+    inv, factor = rope_frequencies(16, scaling=ProportionalScaling(0.5, factor=2.0), dtype=torch.float64)
+    expected = theta(16) / 2.0
+    expected[4:] = 0.0
+    torch.testing.assert_close(inv, expected, rtol=1e-15, atol=0)
+    assert factor == 1.0
