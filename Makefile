@@ -8,9 +8,10 @@
 #   make serve    serve _build/html on http://127.0.0.1:8000 (PORT=...)
 #   make lab      JupyterLab on book/ with course_pe importable and MyST rendered (jupyterlab-myst)
 #   make workbook student notebooks (solutions replaced by stubs) into workbook/
-#   make grade NB=submission.ipynb [STUDENT=name] [ASSIGNMENT=chapter]   grade a submission into grades/
-#   make grade DIR=submissions/ [ASSIGNMENT=chapter] [JOBS=n]             grade a whole folder, in parallel
-#   make nbgrader an nbgrader course folder (source notebooks + nbgrader_config.py) into nbgrader/
+#   make grade NB=submission.ipynb STUDENT=name [ASSIGNMENT=chapter] [REPLACE=1]   grade a submission into grades/
+#   make grade DIR=submissions/ [ROSTER=roster.csv] [ASSIGNMENT=chapter] [JOBS=n] [REPLACE=1]   a whole folder
+#                 (as root: each submission in its own namespaces and cgroup; ISOLATION=limited to grade without)
+#   make nbgrader an nbgrader course folder (source notebooks + nbgrader_config.py, sandboxed autograde) into nbgrader/
 #   make book-student  the HTML book without solutions, into _build/student/_build/html
 #   make book-zh  the Chinese edition into _build/html-zh (prose from locale/zh_CN; make locale-update refreshes it)
 #   make mutation mutation testing (mutmut) of the five core modules in a temporary copy; slow (about 20 min on one
@@ -126,20 +127,26 @@ book-zh: $(STAMP)
 locale-update: $(STAMP)
 	$(BIN)/python tools/zh_edition.py update
 
-# NB, DIR, STUDENT, ASSIGNMENT, JOBS and GRADES reach the grader through the environment, unexpanded (a `$(...)` in
-# a file name stays text): no shell, and no make function, ever sees a file or student name.
-GRADE_VARIABLES := NB DIR STUDENT ASSIGNMENT JOBS GRADES
+# NB, DIR, ROSTER, ROSTER_COLUMN, STUDENT, ASSIGNMENT, JOBS, GRADES, REPLACE and ISOLATION reach the grader through
+# the environment, unexpanded (a `$(...)` in a file name stays text): no shell, and no make function, ever sees a file
+# or student name.
+GRADE_VARIABLES := NB DIR ROSTER ROSTER_COLUMN STUDENT ASSIGNMENT JOBS GRADES REPLACE ISOLATION
 $(foreach v,$(GRADE_VARIABLES),$(eval override $(v) := $$(value $(v))))
 grade: export NB := $(NB)
 grade: export DIR := $(DIR)
+grade: export ROSTER := $(ROSTER)
+grade: export ROSTER_COLUMN := $(ROSTER_COLUMN)
 grade: export STUDENT := $(STUDENT)
 grade: export ASSIGNMENT := $(ASSIGNMENT)
 grade: export JOBS := $(JOBS)
 grade: export GRADES := $(GRADES)
+grade: export REPLACE := $(REPLACE)
+grade: export ISOLATION := $(ISOLATION)
 grade: $(STAMP)
 	@$(BIN)/python -m course_pe.coursework.grade --from-env --out grades
 
 # nbgrader itself is pinned in requirements.txt: run its commands with .venv/bin on PATH (source .venv/bin/activate).
+# The nbgrader_config.py it writes makes `nbgrader autograde` grade in course_pe's sandbox instead of a kernel.
 nbgrader: $(STAMP)
 	$(BIN)/python -m course_pe.coursework.nbgrader_release $(NOTEBOOKS) --out nbgrader
 

@@ -34,7 +34,17 @@ import course_pe as cpe  # noqa: E402
 import nbformat  # noqa: E402
 
 from course_pe import benchmark, plotting, reproducibility, seeds_benchmark, training  # noqa: E402
-from course_pe.coursework import exercises, grade, nbgrader_release, workbook  # noqa: E402
+from course_pe.coursework import (  # noqa: E402
+    exercises,
+    grade,
+    grading_build,
+    names,
+    nbgrader_autograde,
+    nbgrader_release,
+    roster,
+    sandbox,
+    workbook,
+)
 from course_pe.coursework.grade import ExerciseGrade, GradeReport  # noqa: E402
 from course_pe.coursework.gradebook import Gradebook  # noqa: E402
 from course_pe.coursework.sandbox import Sandbox, SandboxLimits  # noqa: E402
@@ -46,6 +56,7 @@ from course_pe.coursework.sandbox import Sandbox, SandboxLimits  # noqa: E402
 NO_BAD_INPUT: dict[str, str] = {
     "sandbox.SandboxDied": "an exception class: it takes any message, as every Exception does",
     "sandbox.SandboxTimeout": "an exception class: it takes any message, as every Exception does",
+    "grade.GradingInterrupted": "an exception class: it takes any message, as every Exception does",
 }
 
 # ----------------------------------------------------------------------------- strategies of wrong values
@@ -173,7 +184,7 @@ _SANDBOXES: list[Sandbox] = []
 
 
 def _sandbox() -> Sandbox:
-    if not _SANDBOXES or _SANDBOXES[0]._proc is None:
+    if not _SANDBOXES or _SANDBOXES[0]._to_child < 0:
         box = Sandbox(isolation="limited")
         box.start()
         assert box.run_cell("def double(x):\n    return 2 * x", 600) is None
@@ -1210,7 +1221,13 @@ REGISTRY: dict[str, Case] = {
                                     GradeReport(student="", notebook="n")])},
         call=lambda **kw: Gradebook(_GRADEBOOK_DIR.name).record(**kw),
         extremes=[dict(report=GradeReport(student="b", notebook="", assignment="")),
-                  dict(report=GradeReport(student="x" * 64, notebook="nb.ipynb", assignment="a.b-c_d"))],
+                  dict(report=GradeReport(student="x" * 128, notebook="nb.ipynb", assignment="a.b-c_d"))],
+    ),
+    "gradebook.Gradebook.graded": Case(
+        Gradebook.graded, lambda: dict(assignment="relative"),
+        {"assignment": st.sampled_from([None, 3, b"relative", ["relative"]])},
+        call=lambda **kw: Gradebook(_GRADEBOOK_DIR.name).graded(**kw),
+        extremes=[dict(assignment=""), dict(assignment="no such assignment")],
     ),
     # -------------------------------------------------------------- sandbox (constructors only, and one shared child)
     "sandbox.SandboxLimits": Case(
@@ -1223,25 +1240,19 @@ REGISTRY: dict[str, Case] = {
     ),
     "sandbox.Sandbox": Case(
         Sandbox, lambda: dict(isolation="limited"),
-        {"limits": st.sampled_from([None, {}, 3, "x", SandboxLimits]),
-         "hide": BAD_PATHS, "keep": BAD_PATHS,
+        {"limits": st.sampled_from([{}, 3, "x", SandboxLimits]),
+         "unavailable": st.sampled_from(["course_pe.alibi.alibi_slopes", [3], [""], None, b"x"]),
+         "hide": BAD_PATHS, "deadline": bad_float(),
          "isolation": st.one_of(st.text(max_size=6).filter(lambda s: s not in ("full", "limited")), st.integers(),
                                 st.just(["limited"]))},
-        extremes=[dict(hide=[], keep=[]), dict(isolation="full", hide=["/nonexistent"], keep=[tempfile.gettempdir()]),
-                  dict(limits=SandboxLimits(memory_bytes=2**30))],
+        extremes=[dict(hide=[]), dict(hide=["/nonexistent"], unavailable=("course_pe.alibi.alibi_slopes",)),
+                  dict(limits=SandboxLimits(memory_bytes=2**30), deadline=0.0)],
     ),
     "sandbox.Sandbox.run_cell": Case(
         Sandbox.run_cell, lambda: dict(source="y = 1", timeout=600),
         {"source": st.sampled_from([None, 3, b"y = 1", ["y = 1"]]), "timeout": bad_float(0.0, strict=False)},
         call=lambda **kw: _sandbox().run_cell(**kw),
         extremes=[dict(source=""), dict(source="raise ValueError('no')"), dict(timeout=LONG)],
-        examples=15,
-    ),
-    "sandbox.Sandbox.lock": Case(
-        Sandbox.lock, lambda: dict(names=["course_pe.alibi_slopes"]),
-        {"names": st.sampled_from([None, "course_pe.alibi_slopes", [3], [""], 3, b"x"])},
-        call=lambda **kw: _sandbox().lock(**kw),
-        extremes=[dict(names=[]), dict(names=("course_pe.no_such_module.f",))],
         examples=15,
     ),
     "sandbox.Sandbox.call": Case(
@@ -1252,6 +1263,24 @@ REGISTRY: dict[str, Case] = {
         call=lambda **kw: _sandbox().call(**kw),
         extremes=[dict(args=(np.ones(3),)), dict(args=(2.0,)), dict(function="no_such_function"), dict(args=())],
         examples=15,
+    ),
+    "sandbox.Containment": Case(
+        sandbox.Containment, lambda: dict(level="limited"),
+        {"level": st.sampled_from([None, 3, "", "half", ["full"]]),
+         "kill_group": st.sampled_from([3, b"/sys", ["/sys"]]), "memory_group": st.sampled_from([3, b"/", [""]]),
+         "pids_group": st.sampled_from([3, b"/", [""]]), "memory_version": st.sampled_from([3, -1, "1", 1.5]),
+         "pids_version": st.sampled_from([3, -1, "2", None]), "notes": st.sampled_from(["note", [3], None])},
+        extremes=[dict(level="full", kill_group="/sys/fs/cgroup/x", memory_group="/m", memory_version=2,
+                       pids_group="/p", pids_version=1, notes=("n",))],
+    ),
+    "sandbox.isolation_level": Case(sandbox.isolation_level, lambda: dict(), {}),
+    "sandbox.allow_new": Case(sandbox.allow_new, lambda: dict(), {}),
+    "sandbox.kill_all": Case(sandbox.kill_all, lambda: dict(), {"refuse_new": BAD_BOOL},
+                             extremes=[dict(refuse_new=False)]),
+    "sandbox.prepare": Case(
+        sandbox.prepare, lambda: dict(level="limited"),
+        {"level": st.sampled_from([None, 3, "", "half", ["limited"]]), "timeout": bad_float(0.0)},
+        extremes=[dict(level="limited", timeout=LONG)],
     ),
 }
 
@@ -1280,6 +1309,13 @@ def _notebook_file(folder: str, name: str, nb: nbformat.NotebookNode | None = No
 
 
 _COURSE_DIR = tempfile.TemporaryDirectory(prefix="course_pe_bad_input_course_")
+
+
+def _roster_file(text: str) -> str:
+    fd, path = tempfile.mkstemp(suffix=".csv", dir=_COURSE_DIR.name)
+    with open(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
 NOT_A_NOTEBOOK = st.sampled_from([
     None, "nb", {"cells": []}, [nbformat.v4.new_code_cell("x = 1")], nbformat.from_dict({"cells": "x = 1"}),
     nbformat.from_dict({"cells": [{"cell_type": "code"}]}), nbformat.from_dict({"nbformat": 4}),
@@ -1302,9 +1338,12 @@ REGISTRY.update({
          "dtypes": st.sampled_from([["float32"], "float32", (np.float32,), 3]),
          "atol32": bad_float(0.0, strict=False),
          "mistakes": st.sampled_from([[("m", np.zeros(2))], (("m",),), ((3, np.zeros(2)),), "m"]),
-         "hint": st.sampled_from([3, b"h", ["h"]]), "hidden": BAD_BOOL},
+         "hint": st.sampled_from([3, b"h", ["h"]]), "hidden": BAD_BOOL,
+         "alternatives": st.sampled_from([[np.zeros(2)], np.zeros(2), (np.array(["a"]),), ([0.0],)]),
+         "axes": st.sampled_from([[("i {i}", None)], ("i",), ((3, None),), (("i", [1, 2]),)])},
         extremes=[dict(args=(), expected=np.zeros((0, 3))), dict(expected=np.array(7, dtype=np.int64), exact=True,
-                                                                  dtypes=None, atol32=0.0)],
+                                                                  dtypes=None, atol32=0.0),
+                  dict(alternatives=(np.ones(2),), axes=(("offset {v} (entry {i})", (-1, 1)),))],
     ),
     "exercises.CheckReport": Case(
         exercises.CheckReport, lambda: dict(exercise="e", passed=False, cases_run=0, cases_total=1),
@@ -1340,9 +1379,11 @@ REGISTRY.update({
     "exercises.chapters": Case(exercises.chapters, lambda: dict(), {}),
     "exercises.check": Case(
         exercises.check, lambda: dict(exercise_id="alibi_slopes", fn=lambda n: [1.0] * n),
-        {"exercise_id": st.sampled_from([None, 3, "nope", "", ["alibi_slopes"]])},
+        {"exercise_id": st.sampled_from([None, 3, "nope", "", ["alibi_slopes"]]), "hidden": BAD_BOOL,
+         "seed": bad_int(0)},
         reported={"fn": NOT_CALLABLE},
-        extremes=[dict(fn=None), dict(fn=lambda *a: 1 / 0), dict(fn=lambda *a, **k: None)],
+        extremes=[dict(fn=None), dict(fn=lambda *a: 1 / 0), dict(fn=lambda *a, **k: None), dict(hidden=True),
+                  dict(hidden=True, seed=2**62)],
     ),
     **{f"exercises.check_{exercise_id}": Case(
         getattr(exercises, f"check_{exercise_id}"), lambda: dict(fn=lambda *args: 0.0), {},
@@ -1376,22 +1417,52 @@ REGISTRY.update({
     "grade.ExerciseGrade": Case(
         ExerciseGrade, lambda: dict(exercise="e", score=0.5, max_score=1.0, status="failed", message=""),
         {"exercise": BAD_TEXT, "score": st.one_of(bad_float(0.0, strict=False), st.floats(1.001, 1e9)),
-         "max_score": bad_float(0.0, strict=False), "status": bad_choice(grade.GRADE_STATUSES), "message": BAD_TEXT},
+         "max_score": bad_float(0.0, strict=False), "status": bad_choice(grade.GRADE_STATUSES), "message": BAD_TEXT,
+         "function": BAD_TEXT, "visible_cases": bad_int(0), "hidden_cases": bad_int(0), "failed_hidden": BAD_BOOL},
         extremes=[dict(score=0, max_score=0), dict(score=1e9, max_score=1e9, status="passed"),
-                  dict(status="unreadable", message="x" * 10**5)],
+                  dict(status="unreadable", message="x" * 10**5, function="f", visible_cases=10**6, hidden_cases=0,
+                       failed_hidden=True)],
     ),
     "grade.GradeReport": Case(
         GradeReport, lambda: dict(student="ada", notebook="ada.ipynb"),
         {"student": BAD_TEXT, "notebook": BAD_TEXT, "assignment": BAD_TEXT, "isolation": BAD_TEXT,
          "exercises": st.sampled_from(["e", [1], None, [{"exercise": "e"}]]),
          "cell_errors": st.sampled_from(["e", [3], None]), "problems": st.sampled_from(["p", [None], 3]),
-         "seed": bad_int(0), "seconds": bad_float(0.0, strict=False)},
+         "seed": bad_int(0), "seconds": bad_float(0.0, strict=False),
+         "cells_run": st.sampled_from([None, 3, [1.5], [True], (1,)])},
         extremes=[dict(student="", notebook=""), dict(seed=2**63, seconds=1e9),
-                  dict(exercises=[ExerciseGrade("e", 1.0, 1.0, "passed", "")], cell_errors=["x"], problems=["y"])],
+                  dict(exercises=[ExerciseGrade("e", 1.0, 1.0, "passed", "")], cell_errors=["x"], problems=["y"],
+                       cells_run=[0, 10**6])],
+    ),
+    "grade.FolderResult": Case(
+        grade.FolderResult, lambda: dict(reports=[], intake=[]),
+        {"reports": st.sampled_from([None, "r", [3]]), "intake": st.sampled_from([None, "i", [3]]),
+         "interrupted": BAD_BOOL, "seconds": bad_float(0.0, strict=False)},
+        extremes=[dict(interrupted=True, seconds=1e9)],
+    ),
+    "grade.answer_cells": Case(
+        grade.answer_cells, lambda: dict(sources=["x = 1", "def f():\n    return x"], functions=["f"]),
+        {"sources": st.sampled_from([None, "x = 1", [3], (("x",),), [b"x"]]),
+         "functions": st.sampled_from([None, "f", [3], [b"f"]])},
+        extremes=[dict(sources=[], functions=[]), dict(sources=["def f(:"] * 3, functions=["f"]),
+                  dict(sources=["%%time\ndef f(): pass", "!ls"], functions=["f", "g"]),
+                  dict(sources=["(" * 10**5], functions=["f"])],
     ),
     "grade.assignment_from_path": Case(
         grade.assignment_from_path, lambda: dict(path="submissions/relative/ada.ipynb"), {"path": BAD_PATH},
         extremes=[dict(path="x"), dict(path="/"), dict(path=f"{'relative' * 100}/{'r' * 200}.ipynb")],
+    ),
+    "grade.grade_cells": Case(
+        grade.grade_cells, lambda: dict(cells=[], assignment="relative"),
+        {"cells": st.sampled_from([None, "x = 1", [3], [b"x"]]),
+         "assignment": st.sampled_from([None, 3, "nope", ["relative"]]),
+         "student": st.sampled_from([3, "", "../x", "a" * 129, b"ada"]), "notebook": BAD_TEXT,
+         "exercises": st.sampled_from(["t5_bucket", [3], ["nope"], ("t5_bucket", None)]),
+         "cell_timeout": bad_float(0.0), "call_timeout": bad_float(0.0), "timeout": bad_float(0.0),
+         "seed": st.one_of(bad_int(0), st.just(2**63)), "limits": st.sampled_from([{}, 3, "limits", SandboxLimits]),
+         "isolation": st.sampled_from([3, "", "half", ["full"]]), "hide": BAD_PATHS},
+        extremes=[dict(cells=["x = 1"] * 3), dict(assignment="custom", exercises=["alibi_slopes"], seed=2**40)],
+        examples=15,
     ),
     "grade.grade_folder": Case(
         grade.grade_folder,
@@ -1399,19 +1470,23 @@ REGISTRY.update({
                      out=f"{_COURSE_DIR.name}/grades", progress=False),
         {"folder": st.one_of(BAD_PATH, st.just(f"{tempfile.gettempdir()}/course_pe_no_such_folder")),
          "assignment": st.sampled_from([3, "nope", ["relative"]]), "out": BAD_PATH, "jobs": bad_int(1),
-         "progress": BAD_BOOL},
-        extremes=[dict(jobs=1), dict(jobs=10**6, assignment="sinusoidal")],
+         "progress": BAD_BOOL, "replace": BAD_BOOL, "roster_column": st.sampled_from([3, b"id", ["id"]]),
+         "roster": st.one_of(st.sampled_from([3, b"r.csv", ["r.csv"], ""]),
+                             st.just(f"{tempfile.gettempdir()}/course_pe_no_such_roster.csv"))},
+        extremes=[dict(jobs=1), dict(jobs=10**6, assignment="sinusoidal", replace=True)],
         examples=15,
     ),
     "grade.grade_notebook": Case(
         grade.grade_notebook,
-        lambda: dict(path=f"{_COURSE_DIR.name}/missing.ipynb", assignment="relative"),
-        {"path": BAD_PATH, "student": st.sampled_from([3, "", "../x", "a" * 65, b"ada"]),
+        lambda: dict(path=_notebook_file(_COURSE_DIR.name, "ada.ipynb"), assignment="relative"),
+        {"path": st.one_of(BAD_PATH, st.just(f"{_COURSE_DIR.name}/missing.ipynb")),
+         "student": st.sampled_from([3, "", "../x", "a" * 129, b"ada"]),
          "assignment": st.sampled_from([3, "nope", ["relative"]]),
          "exercises": st.sampled_from(["t5_bucket", [3], ["nope"], ("t5_bucket", None)]),
          "out": BAD_PATH.filter(lambda v: v is not None),
          "cell_timeout": bad_float(0.0), "call_timeout": bad_float(0.0), "timeout": bad_float(0.0),
-         "seed": bad_int(0), "limits": st.sampled_from([{}, 3, "limits", SandboxLimits])},
+         "seed": bad_int(0), "limits": st.sampled_from([{}, 3, "limits", SandboxLimits]),
+         "isolation": st.sampled_from([3, "", "half", ["full"]])},
         extremes=[dict(student="a", seed=0), dict(exercises=["alibi_slopes"], assignment=None, seed=2**40),
                   dict(path=_COURSE_DIR.name, cell_timeout=1e-9, timeout=LONG, out=_COURSE_DIR.name)],
         examples=15,
@@ -1422,14 +1497,63 @@ REGISTRY.update({
         grade.read_submission, lambda: dict(path=_notebook_file(_COURSE_DIR.name, "read.ipynb")), {"path": BAD_PATH},
         extremes=[dict(path=_notebook_file(_COURSE_DIR.name, "empty.ipynb", nbformat.v4.new_notebook()))],
     ),
-    "grade.sanitize_name": Case(
-        grade.sanitize_name, lambda: dict(text="Ada Lovelace"), {"text": BAD_TEXT},
-        extremes=[dict(text=""), dict(text=".."), dict(text="é" * 10**4), dict(text="../../etc/passwd")],
+    "grade.summary_table": Case(
+        grade.summary_table, lambda: dict(result=[]),
+        {"result": st.sampled_from([None, "r", 3])},
+        extremes=[dict(result=grade.FolderResult([GradeReport(student="ada", notebook="n")], []))],
     ),
-    "grade.validate_name": Case(
-        grade.validate_name, lambda: dict(name="ada"),
-        {"name": st.sampled_from([None, 3, b"ada", "", "../x", "a" * 65, "-a", "a/b", "a b", ["ada"]])},
-        extremes=[dict(name="a"), dict(name="x" * 64), dict(name="0.a-b_c")],
+    # -------------------------------------------------------------- names, roster, grading_build, nbgrader_autograde
+    "names.validate_name": Case(
+        names.validate_name, lambda: dict(name="ada"),
+        {"name": st.sampled_from([None, 3, b"ada", "", "../x", "a" * 129, "-a", "a/b", "a b", ["ada"], "=1+1"])},
+        extremes=[dict(name="a"), dict(name="x" * 128), dict(name="0.a-b_c"), dict(name="ada.lovelace+cs@uni.edu")],
+    ),
+    "names.derive_name": Case(
+        names.derive_name, lambda: dict(text="Ada Lovelace"), {"text": st.sampled_from([None, 3, b"x", ["x"], "", "...",
+                                                                                        "日本"])},
+        extremes=[dict(text="é" * 10**4 + "a"), dict(text="../../etc/passwd"), dict(text="José")],
+    ),
+    "roster.RosterEntry": Case(roster.RosterEntry, lambda: dict(student="ada"),
+                               {"student": st.sampled_from([None, 3, "", "a b", "../x"]),
+                                "file": st.sampled_from([3, b"x", "", "a/b.ipynb"]), "name": BAD_TEXT},
+                               extremes=[dict(file="ada.ipynb", name="Ada Lovelace")]),
+    "roster.Intake": Case(roster.Intake, lambda: dict(file="ada.ipynb", student="ada", status="grade"),
+                          {"file": BAD_TEXT, "student": st.sampled_from([3, b"ada", "", "a b"]),
+                           "status": bad_choice(roster.INTAKE_STATUSES), "detail": BAD_TEXT,
+                           "raw": st.sampled_from([3, "ada.ipynb", ["x"]])},
+                          extremes=[dict(student=None, status="unknown", raw=b"\xe9.ipynb")]),
+    "roster.intake": Case(
+        roster.intake, lambda: dict(folder=tempfile.mkdtemp(dir=_COURSE_DIR.name)),
+        {"folder": st.one_of(BAD_PATH, st.just(f"{tempfile.gettempdir()}/course_pe_no_such_folder")),
+         "roster": st.sampled_from(["r.csv", [3], [{"student": "ada"}], 3])},
+        extremes=[dict(roster=[]), dict(roster=[roster.RosterEntry("ada", "ada.ipynb")])],
+    ),
+    "roster.read_roster": Case(
+        roster.read_roster, lambda: dict(path=_roster_file("student_id\nada\n")),
+        {"path": st.one_of(BAD_PATH, st.just(f"{tempfile.gettempdir()}/course_pe_no_such_roster.csv")),
+         "id_column": st.sampled_from([3, b"id", ["id"], "no such column"])},
+        extremes=[dict(path=_roster_file("\ufeffSIS Login ID;Name\nada;Ada\n" + "x,\n" * 0)),
+                  dict(path=_roster_file("email\n" + "".join(f"s{i}@uni.edu\n" for i in range(5000))))],
+    ),
+    "grading_build.grading_build": Case(
+        grading_build.grading_build, lambda: dict(unavailable=["course_pe.alibi.alibi_slopes"]),
+        {"unavailable": st.sampled_from([None, "course_pe.alibi.alibi_slopes", [3], [""], ["course_pe.no.such"]])},
+        extremes=[dict(unavailable=[]), dict(unavailable=("course_pe.t5.T5RelativeBias.forward",))],
+    ),
+    "grading_build.package_folder": Case(grading_build.package_folder, lambda: dict(), {}),
+    "grading_build.repository_root": Case(grading_build.repository_root, lambda: dict(), {}),
+    "nbgrader_autograde.SandboxedExecute": Case(
+        nbgrader_autograde.SandboxedExecute, lambda: dict(),
+        {"cell_timeout": bad_float(0.0), "call_timeout": bad_float(0.0), "timeout": bad_float(0.0),
+         "isolation": st.sampled_from([3, "half", ["full"], b"full"])},
+        extremes=[dict(timeout=1e-3, isolation="limited"), dict(cell_timeout=LONG, isolation="")],
+    ),
+    "nbgrader_autograde.SandboxedExecute.preprocess": Case(
+        nbgrader_autograde.SandboxedExecute.preprocess,
+        lambda: dict(nb=nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), resources={}),
+        {"nb": st.sampled_from([None, "nb", {"cells": []}, 3]), "resources": st.sampled_from([None, "r", [1]])},
+        call=lambda **kw: nbgrader_autograde.SandboxedExecute().preprocess(**kw),
+        extremes=[dict(nb=nbformat.v4.new_notebook(), resources={"nbgrader": {"student": "../x"}})],
     ),
     # -------------------------------------------------------------- nbgrader_release
     "nbgrader_release.ChapterExercise": Case(

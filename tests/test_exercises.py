@@ -224,7 +224,7 @@ def test_failure_says_what_differed_before_the_hint():
     half = check("sinusoidal_table", lambda n, d: sinusoidal_table(n, d).half())
     assert half.difference.startswith("dtype: got float16") and half.mistake is None
     text = str(check("alibi_slopes", lambda n: [2.0 ** (-8.0 * (k + 1) / n) for k in range(n)]))
-    assert text.index("what differs: value at index (0,)") < text.index("expected:") < text.index("diagnosis:") \
+    assert text.index("what differs: value at head 0") < text.index("expected:") < text.index("diagnosis:") \
         < text.index("hint:")
     assert "alibi_slopes(6)" in text.splitlines()[0]
 
@@ -324,3 +324,43 @@ def test_t5_check_uses_an_independent_reference(monkeypatch):
     for case in EXERCISES["t5_bucket"].cases(np.random.default_rng(3)):
         rel, bidirectional, nb, md = case.args
         assert case.expected.tolist() == [t5_reference(int(r), bidirectional, nb, md) for r in rel]
+
+
+def test_messages_name_the_input_and_preview_the_difference():
+    """Student problem 13: a failure named an index into the flattened test input ("index (110,)" for the offset -90)
+    and previewed the first 6 entries, identical when the first difference came later."""
+    namespace: dict = {}
+    exec(correct_t5_source().replace("(max_exact + scaled.long())", "(max_exact + scaled.round().long())"), namespace)
+    rounding = namespace["t5_bucket"]
+    report = check("t5_bucket", rounding)
+    assert not report.passed and report.difference.startswith("value at offset ")
+    offset = int(report.difference.split("value at offset ")[1].split()[0])
+    entry = int(report.difference.split("(entry ")[1].split(")")[0])
+    assert offset == entry - 200  # the visible offsets run from -200
+    assert report.expected != report.got and f"entries {entry - 2} to" in report.expected
+    base_1000 = check("sinusoidal_table", lambda n, d: sinusoidal_table(n, d) if n < 10 else
+                      torch.tensor(np.stack([np.sin(np.arange(n)[:, None] * 1000.0 ** (-np.arange(0, d, 2) / d)),
+                                             np.cos(np.arange(n)[:, None] * 1000.0 ** (-np.arange(0, d, 2) / d))],
+                                            axis=-1).reshape(n, d)))
+    assert base_1000.difference.startswith("value at position 1, dimension 2:"), base_1000.difference
+    assert base_1000.expected != base_1000.got
+
+
+@pytest.mark.parametrize("exception", [SystemExit(3), GeneratorExit(), BaseException("custom")])
+def test_base_exceptions_from_the_student_are_reported_not_raised(exception):
+    """Red-team library probe: a function raising SystemExit escaped ``check`` (``call_case`` caught only Exception)
+    and ended the notebook cell; every BaseException but the reader's own Ctrl-C is now feedback."""
+
+    def student(n):
+        raise exception
+
+    report = check("alibi_slopes", student)
+    assert not report.passed and report.error.startswith(type(exception).__name__), report.error
+
+
+def test_keyboard_interrupt_still_interrupts():
+    def student(n):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        check("alibi_slopes", student)

@@ -1,455 +1,499 @@
-"""The grader, tried as a hostile or careless student would: every submission here is an attack or an accident.
+"""The grader on one submission, tried as a hostile or careless student would.
 
-Each test asserts the grade (a hostile submission scores no more than the untouched stub, 0) and that nothing
-outside the sandbox changed: the book, the gradebook, another student's report, a canary file, /tmp. The assignment
-is the chapter ``relative`` (two exercises: ``t5_bucket`` and ``alibi_slopes``). Time limits given to the grader
-here apply only to the hanging code (imports happen before any student code), so the tests hold on a busy machine.
+Each attack class of the red team's report (``/work/shared/reviews/2026-11-24-redteam.md``, section 1; numbers in
+the test names' docstrings) is rebuilt here as a notebook or a list of cells, graded, and the grade and the state
+of the machine afterwards are checked. Most tests call :func:`course_pe.coursework.grade.grade_cells`, the entry
+point that ``make grade``, the folder grader and nbgrader's sandboxed autograde share; tests of files, names,
+rosters, exports and whole classes are in ``test_grade_folder.py``. Time limits given to the grader here bound only
+the hostile code; imports happen before any student code runs.
 """
 
 from __future__ import annotations
 
-import csv
-import hashlib
 import json
-import sqlite3
-import subprocess
-import sys
+import os
+import struct
 import threading
 import time
 import uuid
 from pathlib import Path
 
-import nbformat
+import numpy as np
 import pytest
+import torch
 
-from course_pe.coursework.grade import (
-    GradeReport,
-    ExerciseGrade,
-    assignment_from_path,
-    grade_notebook,
-    main,
-    read_submission,
-    sanitize_name,
-    validate_name,
+from _grading import (
+    GOOD_SLOPES,
+    GOOD_T5,
+    NAIVE_SLOPES,
+    STUB_SLOPES,
+    STUB_T5,
+    STUBS,
+    TOOL,
+    notebook,
+    sandbox_processes,
+    scores,
 )
-from _class_tool import correct_t5_source
-from course_pe.coursework.gradebook import Gradebook
-from course_pe.coursework.sandbox import Sandbox, SandboxTimeout, isolation_level
+from course_pe.coursework import _child
+from course_pe.coursework.exercises import EXERCISES, _alibi, _shift, _t5_buckets, _table, call_case, judge
+from course_pe.coursework.grade import answer_cells, grade_cells, grade_notebook
+from course_pe.coursework.grading_build import package_folder, repository_root
+from course_pe.coursework.sandbox import Sandbox, SandboxDied, SandboxLimits, containment
 
 ROOT = Path(__file__).resolve().parent.parent
-FULL = isolation_level() == "full"
-needs_full_isolation = pytest.mark.skipif(not FULL, reason="needs root and unshare (the limited isolation level "
-                                          "does not hide the book; see the instructor guide's threat model)")
-
-GOOD_T5 = correct_t5_source()  # a correct student answer, written without course_pe (tools/make_class_submissions.py)
-GOOD_SLOPES = """
-import math
-def alibi_slopes(n):
-    def pow2(m):
-        return [2.0 ** (-8.0 * (h + 1) / m) for h in range(m)]
-    c = 2 ** math.floor(math.log2(n))
-    return pow2(c) + (pow2(2 * c)[0::2][: n - c] if c != n else [])
-"""
-FLOAT32_SLOPES = """
-import math, torch
-def alibi_slopes(n):
-    c = 2 ** math.floor(math.log2(n))
-    base = 2.0 ** (-8.0 / torch.arange(1, 2 * c + 1, dtype=torch.float32))
-    first = torch.tensor([2.0 ** (-8.0 * (h + 1) / c) for h in range(c)], dtype=torch.float32)
-    extra = torch.tensor([2.0 ** (-8.0 * (h + 1) / (2 * c)) for h in range(2 * c)], dtype=torch.float32)[0::2]
-    return torch.cat([first, extra[: n - c]]) if c != n else first
-"""
-INT32_T5 = GOOD_T5.replace("return bucket + torch.where(n < max_exact, n, large)",
-                           "return (bucket + torch.where(n < max_exact, n, large)).to(torch.int32)")
-NAIVE_SLOPES = "def alibi_slopes(n):\n    return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]\n"
-STUBS = ("def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):\n"
-         "    raise NotImplementedError\n\n"
-         "def alibi_slopes(num_heads):\n    raise NotImplementedError\n")
-STUB_T5 = STUBS.split("\n\ndef alibi")[0] + "\n"
-STUB_SLOPES = "def alibi_slopes(num_heads):\n    raise NotImplementedError\n"
+FULL = containment().level == "full"
+needs_full_isolation = pytest.mark.skipif(not FULL, reason="needs root and namespaces (the limited isolation level "
+                                          "does not contain a submission; see the instructor guide's threat model)")
 
 
-def notebook(folder: Path, name: str, *sources: str, metadata: dict | None = None) -> Path:
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
-    nb.metadata.update(metadata or {"course_pe": {"exercises": ["t5_bucket", "alibi_slopes"]}})
-    path = folder / f"{name}.ipynb"
-    nbformat.write(nb, path)
-    return path
-
-
-def scores(report):
-    return {e.exercise: (e.score, e.status) for e in report.exercises}
-
-
-def tree_digest(folder: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        h.update(str(p.relative_to(folder)).encode())
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
-
-
-@pytest.fixture
-def world(tmp_path):
-    """Submissions folder, gradebook with another student's grade, a canary, and the state outside the sandbox."""
-    subs, out = tmp_path / "relative", tmp_path / "grades"
-    subs.mkdir()
-    canary = tmp_path / "canary.txt"
-    canary.write_text("untouched")
-    other = GradeReport(student="bob", notebook="bob.ipynb", assignment="relative",
-                        exercises=[ExerciseGrade("t5_bucket", 1.0, 1.0, "passed", ""),
-                                   ExerciseGrade("alibi_slopes", 0.0, 1.0, "failed", "")])
-    Gradebook(out).record(other)
-    Gradebook(out).export()
-    token = uuid.uuid4().hex
-
-    class World:
-        pass
-
-    w = World()
-    w.subs, w.out, w.canary, w.token, w.tmp = subs, out, canary, token, tmp_path
-    w.bob_json = out / "relative" / "bob.json"
-    w.before = {"book": tree_digest(ROOT / "book"), "grades": tree_digest(out), "canary": canary.read_text()}
-
-    def grade(name, *sources, **options):
-        options.setdefault("assignment", "relative")
-        report = grade_notebook(notebook(subs, name, *sources), out=out, **options)
-        assert_outside_unchanged(w)
-        return report
-
-    w.grade = grade
-    return w
-
-
-def assert_outside_unchanged(w) -> None:
-    assert tree_digest(ROOT / "book") == w.before["book"]
-    assert tree_digest(w.out) == w.before["grades"], "the gradebook changed while grading (before recording)"
-    assert w.canary.read_text() == "untouched"
-    assert not list(Path("/tmp").glob(f"*{w.token}*")), "a file appeared in /tmp"
-    assert w.bob_json.exists()
-
-
-def hostile(w, body: str) -> str:
-    """Fill in the paths a hostile submission aims at."""
-    return (body.replace("CANARY", str(w.canary)).replace("GRADES", str(w.out)).replace("TOKEN", w.token)
-            .replace("ROOT", str(ROOT)))
+def grade(*cells: str, exercises: tuple[str, ...] = ("t5_bucket", "alibi_slopes"), **options):
+    return grade_cells(list(cells), "relative", exercises=list(exercises), **options)
 
 
 # ----------------------------------------------------------------------------- honest submissions
 
 
-def test_perfect_stub_partial(world):
-    perfect = world.grade("perfect", GOOD_T5, GOOD_SLOPES)
+def test_perfect_stub_partial(tmp_path):
+    folder = tmp_path / "relative"
+    folder.mkdir()
+    perfect = grade_notebook(notebook(folder, "perfect", "print('chapter set-up')", GOOD_T5, GOOD_SLOPES), student="ada")
     assert perfect.score == 2 and perfect.max_score == 2 and not perfect.cell_errors, perfect.text()
-    stub = world.grade("stub", STUBS)
+    assert perfect.cells_run == [1, 2] and perfect.assignment == "relative"  # from the folder's name
+    assert [(e.function, e.visible_cases, e.hidden_cases) for e in perfect.exercises] == [
+        ("t5_bucket", 3, 3), ("alibi_slopes", 7, 3)]
+    stub = grade(STUBS)
     assert stub.score == 0 and all(e.status == "failed" and "stub" in e.message for e in stub.exercises)
-    partial = world.grade("partial", "1 / 0", GOOD_T5, NAIVE_SLOPES)
+    partial = grade(GOOD_T5, NAIVE_SLOPES + "\n1 / 0")
     assert scores(partial) == {"t5_bucket": (1.0, "passed"), "alibi_slopes": (0.0, "failed")}
     message = partial.exercises[1].message
-    assert message.index("what differs: value") < message.index("diagnosis") and "powers of two" in message
+    assert message.index("what differs: value at head") < message.index("diagnosis") and "powers of two" in message
     assert any("ZeroDivisionError" in e for e in partial.cell_errors)
 
 
-def test_a_correct_float32_submission_scores_full_marks(world):
-    report = world.grade("float32", INT32_T5, FLOAT32_SLOPES)
+def test_a_correct_float32_submission_scores_full_marks():
+    report = grade(TOOL.T5_INT32, TOOL.SLOPES32)
     assert report.score == 2, report.text()
 
 
-def test_deleted_cell_and_hanging_cell(world):
-    report = world.grade("loop", "while True:\n    pass", GOOD_T5, cell_timeout=5)
+def test_only_the_answer_cells_and_what_they_use_run():
+    """Student problem 10, newcomer F3: the chapter's Java cell (javac under a memory limit) gave every student a cell
+    error. Now only the cells that define the graded functions run, with the cells that define what they use."""
+    javac = "import os, subprocess\nsubprocess.run(['javac', 'A.java'], check=True)\nassert False"
+    training = "import time\ntime.sleep(600)\nmodel = 'trained'"
+    helper = "import math\ndef _pow2(m):\n    return [2.0 ** (-8.0 * (h + 1) / m) for h in range(m)]\nBASE = 2"
+    answer = ("def alibi_slopes(n):\n    c = BASE ** math.floor(math.log2(n))\n"
+              "    return _pow2(c) + (_pow2(2 * c)[0::2][: n - c] if c != n else [])\n")
+    check = "cpe.exercises.check_alibi_slopes(alibi_slopes)"
+    cells = [javac, training, helper, answer, check, GOOD_T5]
+    assert answer_cells(cells, ["t5_bucket", "alibi_slopes"]) == [2, 3, 5]
+    report = grade(*cells, cell_timeout=30)
+    assert report.score == 2 and not report.cell_errors and report.cells_run == [2, 3, 5], report.text()
+    # a cell that does not parse but defines the function is run, so that its syntax error is reported
+    broken = grade("def alibi_slopes(n):\n    return [1.0] *\n", GOOD_T5, "%time x = 1\ndef t5_bucket(*a):\n    pass")
+    assert broken.cells_run == [0, 1, 2] and "SyntaxError" in broken.cell_errors[0]
+    assert "no function named `alibi_slopes`" in broken.exercises[1].message
+
+
+def test_a_hanging_cell_and_a_hanging_function_cost_only_themselves():
+    report = grade("while True:\n    pass\ndef alibi_slopes(n):\n    return n", GOOD_T5, cell_timeout=2)
     assert scores(report) == {"t5_bucket": (1.0, "passed"), "alibi_slopes": (0.0, "failed")}, report.text()
     assert "no function named `alibi_slopes`" in report.exercises[1].message
-    assert any("time limit" in e for e in report.cell_errors)
-
-
-def test_a_hang_in_one_exercise_costs_only_that_exercise(world):
+    assert any("time limit of 2 s" in e for e in report.cell_errors)
     hanging = "def t5_bucket(*args):\n    while True:\n        pass\n"
-    report = world.grade("hang", hanging, GOOD_SLOPES, call_timeout=5)
+    report = grade(hanging, GOOD_SLOPES, call_timeout=2)
     assert scores(report) == {"t5_bucket": (0.0, "failed"), "alibi_slopes": (1.0, "passed")}, report.text()
     assert "time limit" in report.exercises[0].message
 
 
-# ----------------------------------------------------------------------------- attacks on the verdict
+# ----------------------------------------------------------------------------- A. the library (attacks 1-6)
 
 
-def test_replacing_the_check_and_the_registry_gives_nothing(world):
-    attack = """
-import course_pe, course_pe.coursework.exercises as ex
-from course_pe.coursework.exercises import CheckReport
-ex.check = lambda exercise_id, fn: CheckReport(exercise_id, True, 1, 1)
-ex.judge = lambda exercise, cases, outcomes: CheckReport(exercise, True, 1, 1)
-for e in list(ex.EXERCISES):
-    ex.EXERCISES[e] = ex.EXERCISES[e].__class__(e, ex.EXERCISES[e].function, "relative", ex.check, "", lambda rng: [])
-course_pe.coursework.exercises.call_case = lambda fn, args: ex.Outcome("ok", __import__("numpy").zeros(3))
-"""
-    report = world.grade("monkeypatch", STUBS, attack)
-    assert report.score == 0, report.text()
-
-
-def test_forged_results_and_system_exit_give_nothing(world):
-    forge = hostile(world, """
-import json, os
-record = {"exercise": "alibi_slopes", "passed": True, "score": 1.0, "cases_run": 7, "cases_total": 7}
-for target in [os.environ.get("COURSE_PE_RESULTS", ""), "GRADES/grades_long.csv", "GRADES/grades.csv"]:
+def test_the_graded_functions_do_not_exist_in_the_sandbox():
+    """Attacks 1-5: call the library, switch a lock off, keep the code from before a lock, precompute before a lock,
+    reload, or import the real package. There is no lock: the sandbox's course_pe lacks the functions being graded and
+    the coursework tools, and the real package is not on its file system."""
+    tricks = f"""
+import importlib, sys, types
+import course_pe
+attempts = {{}}
+def attempt(name, fn):
     try:
-        with open(target, "a") as fh:
-            fh.write(json.dumps(record) + "\\n" + "eve,relative,alibi_slopes,1,1,passed,forged\\n")
+        attempts[name] = fn()
+    except BaseException as exc:
+        attempts[name] = exc
+attempt("lock off", lambda: importlib.import_module("course_pe.coursework.sandbox"))
+attempt("precomputed", lambda: [course_pe.alibi_slopes(n, dtype=torch.float64) for n in range(1, 65)])
+attempt("copied code", lambda: types.FunctionType(course_pe.alibi_slopes.__code__, course_pe.alibi.__dict__)(8))
+attempt("reload", lambda: importlib.reload(course_pe.alibi).alibi_slopes(8))
+sys.path[:0] = [{str(ROOT)!r}, {str(package_folder().parent)!r}]
+for name in [m for m in sys.modules if m.startswith("course_pe")]:
+    del sys.modules[name]
+attempt("real package", lambda: importlib.import_module("course_pe.coursework.exercises"))
+attempt("source file", lambda: open({str(package_folder() / "alibi.py")!r}).read())
+def alibi_slopes(n):
+    ok = [k for k, v in attempts.items() if not isinstance(v, BaseException)]
+    if ok:
+        return ok
+    import course_pe
+    return course_pe.alibi_slopes(n)
+def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    return cpe.t5_relative_position_bucket(relative_position, bidirectional=bidirectional, num_buckets=num_buckets,
+                                           max_distance=max_distance)
+"""
+    report = grade(tricks)
+    assert report.score == 0, report.text()
+    t5, slopes = (e.message for e in report.exercises)
+    assert "course_pe.t5.t5_relative_position_bucket is not available" in t5
+    assert "called course_pe.t5.t5_relative_position_bucket" in t5
+    assert "course_pe.alibi.alibi_slopes is not available" in slopes, slopes  # every other attempt failed too
+
+
+def test_lookup_tables_over_small_domains_fail_the_hidden_cases():
+    """Attacks 4 and 6: answers known in advance for the visible cases and a small public domain of parameters (the
+    red team's: ALiBi heads up to 64; T5 with 8 ... 64 buckets, max_distance up to 4 num_buckets, offsets -300 ... 300;
+    tables and matrices of small sizes) fail the hidden cases, for every seed tried."""
+
+    reference = {"alibi_slopes": lambda n: np.asarray(_alibi(n)), "t5_bucket": _t5_buckets,
+                 "sinusoidal_table": _table, "shift_matrix": _shift}
+
+    def key(args):  # the parameters a table would be indexed by (T5's offsets are covered by the small domain)
+        return tuple(a for a in args if not isinstance(a, torch.Tensor))
+
+    def oracle(exercise_id, covered):
+        visible = {key(c.args) for c in EXERCISES[exercise_id].cases(None)}
+
+        def fn(*args):
+            if key(args) not in visible and not covered(*args):
+                raise KeyError("not in the table")
+            return reference[exercise_id](*args)
+        return fn
+
+    small = {
+        "alibi_slopes": lambda n: n <= 64,
+        "t5_bucket": lambda rel, b, nb, md: nb in (8, 16, 32, 64) and nb <= md <= 4 * nb and int(rel.abs().max()) <= 300,
+        "sinusoidal_table": lambda n, d: n <= 64 and d <= 64,
+        "shift_matrix": lambda k, d: abs(k) <= 100 and d <= 16,
+    }
+    for exercise_id, covered in small.items():
+        for seed in range(20):
+            cases = EXERCISES[exercise_id].cases(np.random.default_rng(seed))
+            fn = oracle(exercise_id, covered)
+            report = judge(exercise_id, cases, [call_case(fn, c.args) for c in cases])
+            assert not report.passed and report.hidden, (exercise_id, seed)
+    # the red team's literal table, through the sandbox: the visible cases pass, a hidden one fails
+    report = grade(TOOL.LOOKUP_SLOPES, exercises=("alibi_slopes",))
+    assert report.exercises[0].failed_hidden and "KeyError" in report.exercises[0].message, report.text()
+
+
+# ----------------------------------------------------------------------------- B. the channel (attacks 7-14)
+
+
+STALLER = """
+import json, os, struct, time
+# a perfect forgery: the protocol is public, and the set-up is request 1, this cell 2
+reply = json.dumps({"status": "ok", "id": 2, "error": None}).encode()
+for fd in range(3, 64):  # on every descriptor (one is the grader's channel), then silence
+    try:
+        os.write(fd, struct.pack(">I", len(reply)) + reply)
     except OSError:
         pass
-def alibi_slopes(n):
-    raise SystemExit(0)
-def t5_bucket(*args):
-    import os
-    os._exit(0)
-""")
-    report = world.grade("forger", forge)
-    assert report.score == 0 and all(e.status == "failed" for e in report.exercises), report.text()
-    assert "SystemExit" in report.exercises[1].message
+time.sleep(10**6)
+"""
 
 
-def test_the_exercises_come_from_the_assignment_not_the_metadata(world):
-    path = notebook(world.subs, "liar", GOOD_T5, STUB_SLOPES, metadata={"course_pe": {"exercises": ["t5_bucket"]}})
-    report = grade_notebook(path, assignment="relative", out=world.out)
-    assert (report.score, report.max_score) == (1, 2)
-    path = notebook(world.subs, "string_metadata", GOOD_T5, GOOD_SLOPES, metadata={"course_pe": "t5_bucket"})
-    assert grade_notebook(path, assignment="relative", out=world.out).score == 2
-    assert assignment_from_path(world.subs / "anything.ipynb") == "relative"  # from the folder, not the file
+def test_a_forged_reply_and_a_stall_cost_only_that_submission():
+    """Attacks 7 and 8: the submission writes replies to the grader's channel and stops reading; the next request is
+    larger than a pipe's buffer. Every write has a deadline too: the grading ends within the wall-clock limit."""
+    started = time.monotonic()
+    report = grade(STALLER + STUB_SLOPES, STUB_T5 + "#" * 200_000, cell_timeout=2, call_timeout=2, timeout=6)
+    assert time.monotonic() - started < 40
+    assert report.score == 0 and "time limit" in " ".join(report.cell_errors + report.problems), report.text()
+    assert sandbox_processes() == []
 
 
-def test_calling_the_library_is_marked(world):
-    early = "import course_pe as cpe\n_ref = cpe.alibi_slopes\ndef alibi_slopes(n):\n    return _ref(n, dtype=__import__('torch').float64)\n"
-    late = ("import course_pe\ndef t5_bucket(r, b=True, n=32, m=128):\n"
-            "    return course_pe.t5_relative_position_bucket(r, bidirectional=b, num_buckets=n, max_distance=m)\n")
-    report = world.grade("library", late, early)
-    assert report.score == 0, report.text()
-    assert "course_pe.t5.t5_relative_position_bucket" in report.exercises[0].message
-    assert "course_pe.alibi.alibi_slopes" in report.exercises[1].message
+def test_garbage_floods_and_early_death_are_clear_rows():
+    """Attacks 9-13: deeply nested JSON, a frame that declares 4 GiB, a reply with fields of the wrong types, .npy
+    headers declaring 2**40 entries, death in the middle of a reply. Each costs that exercise only, with a clear
+    message; the grader never raises."""
+    def writer(payload: bytes, then_exit: bool = True) -> str:
+        return (f"import os, struct\ndef alibi_slopes(n):\n    for fd in range(3, 64):\n        try:\n"
+                f"            os.write(fd, {payload!r})\n        except OSError:\n            pass\n"
+                + ("    os._exit(0)\n" if then_exit else "    return [1.0]\n"))
+
+    nested = struct.pack(">I", 200_000) + b"[" * 200_000
+    typed = json.dumps({"status": "ok", "id": 2, "error": 5, "library_called": 5}).encode()
+    header = np.lib.format.header_data_from_array_1_0(np.zeros(3))
+    header["shape"] = (2**31,)
+    buf = __import__("io").BytesIO()
+    np.lib.format.write_array_header_1_0(buf, header)
+    huge_npy = buf.getvalue() + b"\0" * 64
+    header["shape"] = (2**40,)
+    buf = __import__("io").BytesIO()
+    np.lib.format.write_array_header_1_0(buf, header)
+    with pytest.raises(ValueError, match="invalid .npy header"):
+        _child.npy_load(buf.getvalue() + b"\0" * 64, 2**20)
+    ok = json.dumps({"status": "ok", "id": 3, "error": None}).encode()
+    for payload, expected in [(nested, "protocol violation"), (struct.pack(">I", 2**32 - 1), "protocol violation"),
+                              (struct.pack(">I", len(typed)) + typed, "protocol violation"),
+                              (struct.pack(">I", len(ok)) + ok + struct.pack(">I", len(huge_npy)) + huge_npy,
+                               "protocol violation"), (b"\x00\x00", "exited")]:
+        report = grade(writer(payload), GOOD_T5)
+        assert scores(report) == {"t5_bucket": (1.0, "passed"), "alibi_slopes": (0.0, "failed")}, report.text()
+        assert expected in report.exercises[1].message, (payload[:20], report.exercises[1].message)
+    # the answer's header is checked against its size before anything is allocated
+    with pytest.raises(ValueError, match="declares"):
+        _child.npy_load(huge_npy, 2**20)
+    with pytest.raises(ValueError, match="not an array of numbers"):
+        _child.npy_load(_child.npy_bytes(np.array(["a"])), 2**20)
 
 
-# ----------------------------------------------------------------------------- attacks on the machine
+def test_fake_report_lines_are_flattened():
+    """Attack 14: newlines, terminal escapes and formulas in errors reach the report as one printable line."""
+    forged = ("def alibi_slopes(n):\n    raise ValueError('x\\n  [    passed] alibi_slopes 1/1\\x1b[2J\\x1b]0;t\\x07'"
+              " + '=HYPERLINK(1)')\n")
+    report = grade(forged, exercises=("alibi_slopes",))
+    message = report.exercises[0].message
+    assert "\n" not in message and "\x1b" not in message and "\x07" not in message and "=HYPERLINK" in message
 
 
-def test_writes_outside_the_sandbox_and_shell_commands_fail(world):
-    attack = hostile(world, """
-import os, pathlib, subprocess
-for action in [
-    lambda: pathlib.Path("CANARY").write_text("pwned"),
-    lambda: pathlib.Path("GRADES/relative/bob.json").unlink(),
-    lambda: pathlib.Path("GRADES/gradebook.sqlite").write_bytes(b"junk"),
-    lambda: pathlib.Path("/tmp/pwned-TOKEN").write_text("x"),
-    lambda: pathlib.Path("ROOT/book/pwned-TOKEN").write_text("x"),
-    lambda: os.system("touch /tmp/shell-TOKEN CANARY.shell"),
-    lambda: subprocess.run(["sh", "-c", "echo pwned > CANARY"]),
-    lambda: subprocess.Popen(["sh", "-c", "sleep 2; echo late > CANARY"], start_new_session=True),
-]:
-    try:
-        action()
-    except Exception:
-        pass
-""")
-    report = world.grade("vandal", STUBS, attack)
-    assert report.score == 0
-    time.sleep(4)  # the detached child would have written by now
-    assert_outside_unchanged(world)
-    assert not Path(str(world.canary) + ".shell").exists()
+# ----------------------------------------------------------------------------- C. answers (attacks 15-19)
+
+
+def test_answers_of_every_odd_kind():
+    """Attacks 15-18: a big-endian float64 off by 1e-6 fails like a native one (float64 tolerance); NaN, inf, bool,
+    wrapped uint64, object arrays, masked arrays and tensor subclasses never pass."""
+    base = GOOD_SLOPES.replace("def alibi_slopes", "def _right")
+    wrong = {
+        "big-endian": "import numpy as np\ndef alibi_slopes(n):\n    return (np.array(_right(n)) + 1e-6).astype('>f8')\n",
+        "NaN": "def alibi_slopes(n):\n    return [float('nan')] * n\n",
+        "inf": "def alibi_slopes(n):\n    return [float('inf')] * n\n",
+        "bool": "def alibi_slopes(n):\n    return [True] * n\n",
+        "objects": "import numpy as np\ndef alibi_slopes(n):\n    return np.array([object()] * n)\n",
+        "masked": "import numpy as np\ndef alibi_slopes(n):\n    return np.ma.masked_array(np.zeros(n), mask=True)\n",
+        "subclass": "import torch\nclass T(torch.Tensor):\n    def numpy(self):\n        return [object()]\n"
+                    "def alibi_slopes(n):\n    return torch.zeros(n).as_subclass(T)\n",
+    }
+    for name, body in wrong.items():
+        report = grade(base, body, exercises=("alibi_slopes",))
+        assert report.score == 0, (name, report.text())
+    report = grade(base, "import numpy as np\ndef alibi_slopes(n):\n    return np.array(_right(n)).astype('>f8')\n",
+                   exercises=("alibi_slopes",))
+    assert report.score == 1, report.text()  # the right values in big-endian order pass
+    buckets = GOOD_T5.replace("return bucket + torch.where(n < max_exact, n, large)",
+                              "return (bucket + torch.where(n < max_exact, n, large)).numpy().astype('uint64') "
+                              "+ (2**64 - 2048)")
+    assert grade(buckets, exercises=("t5_bucket",)).score == 0
+
+
+def test_scalar_answers_keep_their_shape():
+    """Attack 19: a float or a 0-d tensor answer used to arrive with shape (1,), so extrapolation_gap could never pass."""
+    for answer in ("float(loss_by_position[train_length:].nanmean() - loss_by_position[:train_length].nanmean())",
+                   "loss_by_position[train_length:].nanmean() - loss_by_position[:train_length].nanmean()"):
+        report = grade_cells([f"def extrapolation_gap(loss_by_position, train_length):\n    return {answer}\n"],
+                             "extrapolation")
+        assert report.score == 1, report.text()
+    assert _child.npy_load(_child.npy_bytes(np.float64(2.5)), 64).shape == ()
+
+
+# ----------------------------------------------------------------------------- D. the machine (attacks 20-27, 47)
 
 
 @needs_full_isolation
-def test_the_book_and_other_submissions_cannot_be_read(world):
-    notebook(world.subs, "alice", GOOD_T5, GOOD_SLOPES)  # a classmate's correct work in the same folder
-    attack = hostile(world, """
-import json, pathlib
-stolen = {}
-for source in ["ROOT/book/part2/relative.ipynb", str(pathlib.Path("CANARY").parent / "relative" / "alice.ipynb")]:
-    try:
-        cells = json.loads(pathlib.Path(source).read_text())["cells"]
-        exec("".join(c["source"] if isinstance(c["source"], str) else "".join(c["source"])
-                     for c in cells if c["cell_type"] == "code" and "def alibi_slopes" in "".join(c["source"])))
-        stolen[source] = True
-    except Exception as exc:
-        raise RuntimeError(f"could not read {source}: {exc}")
-""")
-    report = world.grade("thief", STUBS, attack)
-    assert report.score == 0, report.text()
-    assert "power_of_two" not in report.text() and any("No such file" in e for e in report.cell_errors)
-
-
-def test_huge_output_and_huge_memory_are_refused(world):
-    attack = """
-import numpy as np
-print("x" * 50_000_000)
-try:
-    open("big.bin", "wb").write(b"0" * 200_000_000)
-except OSError as exc:
-    file_error = exc
-block = bytearray(4 * 2**30)
+def test_memory_is_bounded_for_the_whole_tree():
+    """Attack 20: five children of the submission each take 300 MiB and hold it, under a 1 GiB limit for the whole
+    tree (a per-process limit let 64 processes take 2 GiB each). The cgroup's OOM killer ends children until the tree
+    fits: at most three hold their memory at once."""
+    hog = """
+import os, select, signal, time
+r, w = os.pipe()
+children = []
+for _ in range(5):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(300 * 2**20)
+        os.write(w, b"x")
+        time.sleep(600)
+    children.append(pid)
+dead = set()
+def reap():
+    for p in children:
+        if p not in dead and os.waitpid(p, os.WNOHANG)[0]:
+            dead.add(p)
+held, deadline = 0, time.monotonic() + 20
+while held + len(dead) < 5 and time.monotonic() < deadline:
+    if select.select([r], [], [], 0.2)[0]:
+        held += len(os.read(r, 16))
+    reap()
+time.sleep(0.3)
+reap()
+alive = len(children) - len(dead)
+def alibi_slopes(n):
+    raise RuntimeError(f"alive {alive}")
 """
-    huge = "import numpy as np\ndef alibi_slopes(n):\n    return np.zeros(50_000_000)\n"
-    greedy = "def t5_bucket(*args):\n    return bytearray(4 * 2**30)\n"
-    report = world.grade("greedy", attack, huge, greedy, GOOD_T5.replace("def t5_bucket", "def unused"))
-    assert report.score == 0, report.text()
-    assert any("MemoryError" in e for e in report.cell_errors), report.cell_errors
-    assert "more than" in report.exercises[1].message
-    assert "MemoryError" in report.exercises[0].message
-    ok = world.grade("allocates_then_works", "block = bytearray(4 * 2**30)", GOOD_T5, GOOD_SLOPES)
-    assert ok.score == 2 and any("MemoryError" in e for e in ok.cell_errors)
+    where = containment()
+    report = grade(hog, exercises=("alibi_slopes",), limits=SandboxLimits(memory_bytes=2**30), cell_timeout=60)
+    message = report.exercises[0].message
+    assert "alive" in message, report.text()
+    alive = int(message.split("alive ")[1].split(";")[0])
+    if where.memory_group:
+        assert alive <= 3 and "memory by cgroup" in report.isolation, report.text()
+    else:  # no memory cgroup: each process is limited, not the tree (the report says so)
+        assert alive == 5 and "per-process address space" in report.isolation
+    assert sandbox_processes() == []
 
 
-def test_the_environment_names_nothing_of_the_grader(world):
-    spy = "import os, sys\nraise RuntimeError(repr(dict(os.environ)) + os.getcwd() + repr(sys.path))"
-    report = world.grade("spy", spy, STUBS)
-    text = " ".join(report.cell_errors)
-    assert "COURSE_PE_THREADS" in text  # the spy did report the environment
-    assert "COURSE_PE_RESULTS" not in text and str(world.out) not in text and str(world.tmp) not in text
-    assert "VIRTUAL_ENV" not in text and "PWD" not in text
+def _host_state(token: str) -> dict[str, list[str]]:
+    return {folder: sorted(p for p in os.listdir(folder) if token in p) if os.path.isdir(folder) else []
+            for folder in ("/run/lock", "/var/tmp", "/dev/shm", "/tmp", str(ROOT), "/")}
 
 
-# ----------------------------------------------------------------------------- unreadable submissions
+@needs_full_isolation
+def test_nothing_written_survives_and_the_disk_is_bounded():
+    """Attack 21: only the sandbox's own tmpfs /tmp (and /dev/shm inside it) can be written; /run/lock and /var/tmp
+    do not exist there; nothing is left on the machine; the tmpfs size is the disk quota."""
+    token = uuid.uuid4().hex
+    before = _host_state(token)
+    attack = f"""
+import os
+results = {{}}
+for folder in ["/run/lock", "/var/tmp", "/dev/shm", "/tmp", "/", "/usr", {str(ROOT)!r}, {str(Path(os.sys.prefix))!r}, "/grading"]:
+    try:
+        with open(os.path.join(folder, "{token}"), "w") as fh:
+            fh.write("x")
+        results[folder] = "written"
+    except OSError as exc:
+        results[folder] = type(exc).__name__
+written = 0
+try:
+    for i in range(100):
+        with open(f"/tmp/fill{{i}}", "wb") as fh:
+            fh.write(b"0" * (32 * 2**20))
+        written += 1
+except OSError as exc:
+    results["quota"] = f"{{written}} {{exc.strerror}}"
+def alibi_slopes(n):
+    raise RuntimeError(repr(results))
+"""
+    report = grade(attack, exercises=("alibi_slopes",), limits=SandboxLimits(tmp_bytes=64 * 2**20))
+    results = eval(report.exercises[0].message.split("RuntimeError: ")[1].split("; hint")[0])  # noqa: S307 - our text
+    assert {k for k, v in results.items() if v == "written"} == {"/dev/shm", "/tmp"}, results
+    assert results["/run/lock"] == results["/var/tmp"] == "FileNotFoundError"
+    assert results["quota"] == "1 No space left on device" or results["quota"].endswith("No space left on device")
+    assert _host_state(token) == before
 
 
-@pytest.mark.parametrize("kind", ["empty", "not json", "nbformat 3", "nbformat 5", "folder", "missing",
-                                  "cell source not text", "json list"])
-def test_unreadable_submissions_get_rows_with_the_reason(tmp_path, kind):
-    folder = tmp_path / "relative"
-    folder.mkdir()
-    path = folder / "broken.ipynb"
-    content = {"empty": "", "not json": "this is not json", "nbformat 3": json.dumps({"nbformat": 3, "worksheets": []}),
-               "nbformat 5": json.dumps({"nbformat": 5, "cells": []}), "json list": "[1, 2]",
-               "cell source not text": json.dumps({"nbformat": 4, "cells": [{"cell_type": "code", "source": 3}]})}
-    if kind == "folder":
-        path.mkdir()
-    elif kind != "missing":
-        path.write_text(content[kind])
-    out = tmp_path / "grades"
-    assert main([str(path), "--out", str(out)]) == 0
-    rows = Gradebook(out).rows()
-    assert [(r["student"], r["exercise"], r["score"], r["status"]) for r in rows] == [
-        ("broken", "t5_bucket", 0.0, "unreadable"), ("broken", "alibi_slopes", 0.0, "unreadable")]
-    assert "could not read" in rows[0]["message"]
+@needs_full_isolation
+def test_no_process_outlives_grading():
+    """Attack 22: a child that calls setsid, a replaced os._exit, a double fork into the background: all die with the
+    sandbox (PID namespace and cgroup), and the sandbox's cgroups are removed."""
+    survivor = """
+import os, subprocess, time
+subprocess.Popen(["sh", "-c", "sleep 600 &"], start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(600)
+    os._exit(0)
+os._exit = lambda code: time.sleep(600)
+""" + STUB_SLOPES
+    report = grade(survivor, exercises=("alibi_slopes",))
+    assert report.score == 0
+    time.sleep(0.5)
+    assert sandbox_processes() == []
+    for group in {containment().kill_group, containment().memory_group, containment().pids_group} - {None}:
+        assert not [d for d in os.listdir(group) if d.startswith(f"{os.getpid()}-")], group
 
 
-def test_a_code_cell_without_outputs_is_still_graded(world):
-    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"course_pe": "nonsense"},
-          "cells": [{"cell_type": "code", "source": GOOD_SLOPES.splitlines(True), "metadata": {}},
-                    {"cell_type": "markdown", "source": "text"}]}
-    path = world.subs / "schema_invalid.ipynb"
-    path.write_text(json.dumps(nb))
-    assert read_submission(path) == [GOOD_SLOPES]
-    report = grade_notebook(path, assignment="relative", out=world.out)
-    assert scores(report)["alibi_slopes"] == (1.0, "passed")
+@needs_full_isolation
+def test_a_sandbox_cannot_touch_its_neighbours():
+    """Attacks 23 and 47: kill(-1), signals to every PID, ptrace: a sandbox sees only its own processes (its own PID
+    namespace and user id); a neighbour graded at the same time is unaffected. No network either."""
+    attack = """
+import os, signal, socket
+seen = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+for pid in range(2, 40000):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=2)
+    net = "connected"
+except OSError as exc:
+    net = type(exc).__name__
+def alibi_slopes(n):
+    raise RuntimeError(f"{seen} {net}")
+"""
+    reports = {}
 
+    def run(name, *cells):
+        reports[name] = grade(*cells, cell_timeout=60)
 
-# ----------------------------------------------------------------------------- names, command line, gradebook
-
-
-@pytest.mark.parametrize("name", ["../..", "a/b", "`touch x`", "$(id)", "a;b", "", ".hidden", "-rf", "a b", "x" * 65])
-def test_invalid_student_names_are_refused(name):
-    with pytest.raises(ValueError, match="invalid student name"):
-        validate_name(name)
-
-
-def test_sanitized_names_are_valid():
-    for stem in ["a`touch x`", "../../etc", "ada lovelace", "$(rm -rf ~)", "é", "..."]:
-        assert validate_name(sanitize_name(stem))
-
-
-def test_make_grade_passes_names_through_the_environment(tmp_path):
-    recipe = (ROOT / "Makefile").read_text().split("\ngrade: $(STAMP)\n")[1].split("\n\n")[0]
-    assert recipe.startswith("\t") and all(f"$({v})" not in recipe for v in ("NB", "STUDENT", "DIR", "ASSIGNMENT"))
-    folder = tmp_path / "relative"
-    folder.mkdir()
-    marker = f"pwned-{uuid.uuid4().hex}"
-    evil = notebook(folder, f"x`touch {marker}`$(touch {marker});touch {marker}", GOOD_T5, STUB_SLOPES)
-    out = tmp_path / "grades"
-    bin_dir = str(Path(sys.executable).parent)
-    done = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "grade", "STAMP=", f"BIN={bin_dir}",
-                           f"GRADES={out}", f"NB={evil}", "STUDENT=ada"], capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == f"Grade report for ada ({evil}): 1 / 2"
-    assert not (ROOT / marker).exists() and not (tmp_path / marker).exists()
-    bad = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "grade", "STAMP=", f"BIN={bin_dir}",
-                          f"GRADES={out}", f"NB={evil}", "STUDENT=../../x"], capture_output=True, text=True,
-                         timeout=900)
-    assert bad.returncode == 2 and "invalid student name" in bad.stderr
-    assert sorted(p.name for p in out.rglob("*.json")) == ["ada.json"]
-
-
-def test_regrading_replaces_rows_and_concurrent_graders_are_safe(tmp_path):
-    out = tmp_path / "grades"
-
-    def report(student, score):
-        r = GradeReport(student=student, notebook=f"{student}.ipynb", assignment="relative")
-        r.exercises = [ExerciseGrade("t5_bucket", score, 1.0, "passed" if score else "failed", "m"),
-                       ExerciseGrade("alibi_slopes", 0.0, 1.0, "failed", "=HYPERLINK(\"x\")")]
-        return r
-
-    def worker(k):
-        book = Gradebook(out)
-        for i in range(15):
-            book.record(report(f"s{k}", float(i % 2)))
-            book.export()
-
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+    threads = [threading.Thread(target=run, args=("attacker", attack)),
+               threading.Thread(target=run, args=("honest", GOOD_T5, GOOD_SLOPES + "\nimport time\ntime.sleep(3)"))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    book = Gradebook(out)
-    book.record(report("s0", 1.0))
-    book.export()
-    rows = book.rows()
-    assert len(rows) == 12 and len({(r["student"], r["exercise"]) for r in rows}) == 12
-    wide = list(csv.reader((out / "grades_wide.csv").open()))
-    assert wide[0] == ["student", "t5_bucket", "alibi_slopes", "total", "max"]
-    assert wide[1] == ["s0", "1", "0", "1", "2"] and len(wide) == 7
-    long = (out / "grades_long.csv").read_text()
-    assert long.count("student,assignment") == 1 and "'=HYPERLINK" in long
-    with sqlite3.connect(out / "gradebook.sqlite") as db:
-        assert db.execute("SELECT COUNT(*) FROM grades").fetchone()[0] == 12
+    assert reports["honest"].score == 2, reports["honest"].text()
+    message = reports["attacker"].exercises[1].message
+    assert "[1] " in message and "connected" not in message, message
 
 
-def test_a_whole_folder(tmp_path, capsys):
-    folder = tmp_path / "relative"
-    folder.mkdir()
-    notebook(folder, "ada", GOOD_T5, GOOD_SLOPES)
-    notebook(folder, "bob;rm -rf ~", STUBS)
-    notebook(folder, "carl", "import os\nos._exit(3)", GOOD_T5)
-    (folder / "dora.ipynb").write_text("{not json")
-    (folder / "eve.ipynb").mkdir()
-    (folder / "notes.txt").write_text("not a notebook")
-    out = tmp_path / "grades"
-    assert main(["--dir", str(folder), "--out", str(out), "--jobs", "2"]) == 0
-    printed = capsys.readouterr().out
-    assert "graded 5 notebooks" in printed and "passed" in printed
-    wide = {row["student"]: row for row in csv.DictReader((out / "grades_wide.csv").open())}
-    assert set(wide) == {"ada", "bob_rm_-rf__", "carl", "dora", "eve"}
-    assert (wide["ada"]["total"], wide["carl"]["total"], wide["dora"]["total"]) == ("2", "1", "0")
-    long = list(csv.DictReader((out / "grades_long.csv").open()))
-    assert len(long) == 10 and {r["status"] for r in long if r["student"] in ("dora", "eve")} == {"unreadable"}
-    assert (out / "relative" / "ada.json").exists()
+@needs_full_isolation
+def test_the_sandbox_sees_no_solutions_no_grades_no_submissions(tmp_path):
+    """Attacks 24-26, 33 and 36 (reconnaissance, exfiltration through messages, other readable copies of the
+    solutions, symlinked or late submissions reading a classmate's folder): the sandbox's root holds the system and
+    Python folders only. A world-readable copy of the book elsewhere, the submissions folder and the gradebook do
+    not exist there, so error messages can carry nothing that matters."""
+    copy = tmp_path / "srv" / "course" / "book" / "part2"
+    copy.mkdir(parents=True)
+    (copy / "relative.ipynb").write_text((ROOT / "book/part2/relative.ipynb").read_text())
+    os.chmod(tmp_path, 0o755)
+    classmate = tmp_path / "relative"
+    classmate.mkdir()
+    notebook(classmate, "bob", GOOD_T5, GOOD_SLOPES)
+    targets = [str(copy / "relative.ipynb"), str(classmate / "bob.ipynb"), str(ROOT / "book"), str(ROOT / ".git"),
+               str(repository_root() or ROOT), "/home", "/srv", "/root/.bash_history", "/proc/1/environ"]
+    probe = f"""
+import os, sys
+flags = "".join("1" if os.path.exists(t) else "0" for t in {targets!r})
+python = set(sys.path) | {{sys.prefix, sys.base_prefix}}
+notebooks = []
+for top in sorted(set(os.listdir("/")) - {{"usr", "proc", "sys", "dev", "etc", "lib", "lib32", "lib64", "bin", "sbin"}}):
+    for folder, dirs, files in os.walk("/" + top):
+        dirs[:] = [d for d in dirs if os.path.join(folder, d) not in python]
+        notebooks += [os.path.join(folder, f) for f in files if f.endswith(".ipynb")]
+with open("/proc/self/mountinfo") as fh:
+    named = {str(tmp_path)!r} in fh.read()
+def alibi_slopes(n):
+    raise RuntimeError(f"flags {{flags}} notebooks {{len(notebooks)}} named {{named}} first {{notebooks[:1]}}")
+"""
+    report = grade_notebook(notebook(classmate, "mallory", probe), student="mallory", out=tmp_path / "grades")
+    message = report.exercises[1].message
+    flags = message.split("flags ")[1].split()[0]
+    visible = {t for t, flag in zip(targets, flags) if flag == "1"}
+    assert visible <= {str(repository_root() or ROOT), "/proc/1/environ"}, visible  # a bare folder holding .venv
+    assert "notebooks 0 named False" in message, message  # no notebook; the submissions folder is not even named
 
 
-def test_command_line_errors(tmp_path, capsys):
-    path = notebook(tmp_path, "no_chapter_in_this_name", STUBS)
-    assert main([str(path), "--out", str(tmp_path / "g")]) == 2
-    assert "ASSIGNMENT" in capsys.readouterr().err
-    assert main([str(path), "--assignment", "nope", "--out", str(tmp_path / "g")]) == 2
-    assert main([str(path), "--exercises", "no_such_exercise", "--out", str(tmp_path / "g")]) == 2
-    assert main(["--out", str(tmp_path / "g")]) == 2
-    assert not (tmp_path / "g").exists()
+def test_the_environment_names_nothing_of_the_grader(tmp_path):
+    spy = "import os, sys\ndef alibi_slopes(n):\n    raise RuntimeError(repr(dict(os.environ)) + os.getcwd() + repr(sys.path))\n"
+    report = grade(spy, exercises=("alibi_slopes",))
+    text = report.exercises[0].message
+    assert "COURSE_PE_THREADS" in text  # the spy did report the environment
+    assert "VIRTUAL_ENV" not in text and "PWD" not in text and str(tmp_path) not in text and "PYTEST" not in text
 
 
-def test_the_limited_sandbox_works_where_namespaces_are_missing():
-    # the fallback for a grader that is not root: a separate process, limits, scrubbed environment, fresh folder
-    with Sandbox(isolation="limited") as box:
-        assert box.run_cell("import os\nassert 'COURSE_PE_RESULTS' not in os.environ and 'VIRTUAL_ENV' not in os.environ",
-                            60) is None
-        assert "MemoryError" in box.run_cell("x = bytearray(4 * 2**30)", 60)
+def test_the_sandbox_api_refuses_a_level_it_cannot_give():
+    if not FULL:
+        with pytest.raises(ValueError, match="not available"):
+            Sandbox(isolation="full")
+    with Sandbox(isolation="limited") as box:  # the fallback for a grader that is not root
+        assert box.run_cell("import os\nassert 'VIRTUAL_ENV' not in os.environ", 60) is None
         assert box.run_cell(GOOD_SLOPES, 60) is None
         outcome = box.call("alibi_slopes", (6,), 60)
         assert outcome.status == "ok" and outcome.value.shape == (6,)
-        box.run_cell("def hang(n):\n    while True:\n        pass", 60)
-        with pytest.raises(SandboxTimeout):
-            box.call("hang", (1,), 3)
+        assert box.call("nothing_here", (1,), 60).status == "missing"
+    with pytest.raises(SandboxDied):
+        box.run_cell("x = 1", 60)

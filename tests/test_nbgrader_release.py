@@ -1,8 +1,9 @@
 """The nbgrader release: generated from the chapters and the exercise registry, and graded by nbgrader itself.
 
-The last test is the round trip through the real nbgrader (pinned in requirements.txt): generate_assignment,
-autograde of a correct, a classic-mistake, an untouched and a monkeypatching submission, the scores in nbgrader's
-gradebook, generate_feedback and export.
+The last test is the round trip through the real nbgrader (pinned in requirements.txt) for every chapter with
+coding exercises: generate_assignment, autograde (in course_pe's sandbox, as the generated configuration asks) of
+correct, typical-mistake, untouched and hostile submissions, the scores in nbgrader's gradebook, generate_feedback
+and export.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 import csv
+import html
 import os
 import re
 import subprocess
@@ -35,15 +37,9 @@ def nbgrader_meta(cell) -> dict:
 
 def book_solutions(chapter: str) -> dict[str, str]:
     """Exercise id -> source of the chapter's solution cell that defines it."""
-    nb = nbformat.read(CHAPTERS[chapter], as_version=4)
-    found = {}
-    for cell in nb.cells:
-        if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
-            for node in ast.parse(cell.source).body:
-                for ex in EXERCISES.values():
-                    if isinstance(node, ast.FunctionDef) and node.name == ex.function:
-                        found[ex.id] = cell.source
-    return found
+    from _grading import book_solutions as solutions_of
+
+    return solutions_of(CHAPTERS[chapter])
 
 
 def released(source: str) -> str:
@@ -261,7 +257,10 @@ def test_cli_writes_the_course_folder(tmp_path, capsys):
     assert release.main([*paths, "--out", str(tmp_path)]) == 0
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert written == ["nbgrader_config.py", "source/extrapolation/extrapolation.ipynb", "source/relative/relative.ipynb"]
-    assert "t5_bucket, alibi_slopes" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "t5_bucket, alibi_slopes" in printed
+    # newcomer F7: the printed next step works from a plain shell (nbgrader needs the environment's PATH)
+    assert f"source {Path(sys.prefix) / 'bin' / 'activate'} && cd {tmp_path} && nbgrader generate_assignment" in printed
     config = (tmp_path / "nbgrader_config.py").read_text()
     compile(config, "nbgrader_config.py", "exec")
     assert "c.CourseDirectory.course_id = 'positional-encoding-corrected'" in config
@@ -313,64 +312,110 @@ def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     return result
 
 
+GRADEBOOK_VANDAL = """\
+import glob, sqlite3
+# attack 45: go for nbgrader's gradebook and the other submissions (the course folder's path, as a student who knows
+# it would write it, and the relative paths the red team used), zero every grade, damage a classmate's notebook
+for db in ["COURSE/gradebook.db", "../../../gradebook.db", "../../gradebook.db"]:
+    try:
+        with sqlite3.connect(db) as connection:
+            connection.execute("UPDATE grade SET auto_score = 0")
+    except Exception:
+        pass
+for path in glob.glob("COURSE/submitted/*/all/*.ipynb") + glob.glob("../../*/all/*.ipynb"):
+    try:
+        open(path, "w").write("{}")
+    except OSError:
+        pass
+"""
+LIBRARY_T5 = ("def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):\n"
+              "    return cpe.t5_relative_position_bucket(relative_position, bidirectional=bidirectional,\n"
+              "                                           num_buckets=num_buckets, max_distance=max_distance)\n")
+VISIBLE_ONLY_SLOPES = ("def alibi_slopes(num_heads):\n    table = {\n" + "".join(
+    f"        {n}: {[2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]!r},\n" for n in (1, 2, 8, 16)) +
+    "        6: [0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125],\n"  # the book's examples, as a table
+    "    }\n    return table.get(num_heads) or [2.0 ** (-8.0 * (h + 1) / num_heads) for h in range(num_heads)]\n")
+
+
 def test_nbgrader_round_trip(tmp_path):
+    """Every chapter with coding exercises, released as one nbgrader assignment and autograded by nbgrader with the
+    generated configuration (course_pe's sandbox instead of a kernel): the book's solutions get every coding point,
+    a typical mistake in each chapter's first exercise loses that point, an untouched notebook gets none. The red
+    team's nbgrader attacks: hard-coding the visible examples (43) fails the hidden cases, calling the library (44)
+    fails, and a submission that goes for gradebook.db and the classmates' notebooks (45) changes nothing.""" 
     from nbgrader.api import Gradebook
 
+    from _grading import typical_mistake
+
     course = tmp_path / "course"
-    assert release.main([str(CHAPTERS["relative"]), "--out", str(course)]) == 0
-    _nbgrader(course, "generate_assignment", "relative")
-    student_nb = nbformat.read(course / "release" / "relative" / "relative.ipynb", as_version=4)
-    sources = "\n".join(c.source for c in student_nb.cells)
-    assert "BEGIN SOLUTION" not in sources and "HIDDEN TESTS" not in sources and "check(" not in sources
-    assert "2K + 1" not in sources and "torch.where" not in sources  # no solution text or code survives
+    chapters = sorted({ex.chapter for ex in EXERCISES.values()})
+    assert release.main([*(str(CHAPTERS[c]) for c in chapters), "--out", str(course), "--assignment", "all"]) == 0
+    assert "SandboxedExecute" in (course / "nbgrader_config.py").read_text()
+    _nbgrader(course, "generate_assignment", "all")
+    released_nbs = {c: nbformat.read(course / "release" / "all" / f"{c}.ipynb", as_version=4) for c in chapters}
+    for nb in released_nbs.values():
+        sources = "\n".join(c.source for c in nb.cells)
+        assert "BEGIN SOLUTION" not in sources and "HIDDEN TESTS" not in sources and "check(" not in sources
+    assert "2K + 1" not in "\n".join(c.source for c in released_nbs["relative"].cells)  # no solution text survives
 
-    solutions = book_solutions("relative")
-    naive = CLASSIC_MISTAKES["alibi_slopes"][0]
+    solutions = {c: book_solutions(c) for c in chapters}
+
+    def answers(chapter: str, kind: str) -> dict[str, str]:
+        ids = [ex.id for ex in EXERCISES.values() if ex.chapter == chapter]
+        given = {f"{e}-answer": solutions[chapter][e] for e in ids}
+        if kind == "wrong":
+            given[f"{ids[0]}-answer"] = typical_mistake(solutions[chapter][ids[0]], ids[0])
+        return given
+
     submissions = {
-        "ada": {"t5_bucket-answer": solutions["t5_bucket"], "alibi_slopes-answer": solutions["alibi_slopes"],
-                "ex-relative-shaw-count-answer": "There are $2n - 1$ offsets and $2K + 1$ rows."},
-        "bob": {"t5_bucket-answer": solutions["t5_bucket"], "alibi_slopes-answer": naive},  # a classic mistake
-        "cy": {},  # the released notebook, untouched
-        # passes the visible examples, then replaces the course's check in the kernel the hidden tests run in
-        "mallory": {"t5_bucket-answer": solutions["t5_bucket"], "alibi_slopes-answer": MONKEYPATCH + naive},
+        "ada": {c: answers(c, "right") for c in chapters},
+        "bob": {c: answers(c, "wrong") for c in chapters},
+        "cy": {c: {} for c in chapters},
+        # attacks 43-45 in one submission, graded last (as the red team's was): it could have reached every grade
+        "zed": {"relative": {"t5_bucket-answer": "try:\n    exec(" + repr(GRADEBOOK_VANDAL.replace("COURSE", str(course))
+                                                                       + MONKEYPATCH) + ")\nexcept Exception:\n"
+                                                 "    pass\n" + LIBRARY_T5,
+                             "alibi_slopes-answer": VISIBLE_ONLY_SLOPES}},
     }
-    for student, answers in submissions.items():
-        nb = copy.deepcopy(student_nb)
-        for cell in nb.cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if grade_id in answers:
-                cell.source = answers.pop(grade_id)
-        assert not answers, f"cells not found: {answers}"
-        target = course / "submitted" / student / "relative" / "relative.ipynb"
-        target.parent.mkdir(parents=True)
-        nbformat.write(nb, target)
+    submitted: dict[Path, str] = {}
+    for student, by_chapter in submissions.items():
+        for chapter, given in by_chapter.items():
+            nb = copy.deepcopy(released_nbs[chapter])
+            left = dict(given)
+            for cell in nb.cells:
+                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+                if grade_id in left:
+                    cell.source = left.pop(grade_id)
+            assert not left, f"cells not found: {left}"
+            target = course / "submitted" / student / "all" / f"{chapter}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, target)
+            submitted[target] = target.read_text()
 
-    _nbgrader(course, "autograde", "relative")
+    _nbgrader(course, "autograde", "all")
 
-    recorded = {}
+    assert {p: p.read_text() for p in submitted} == submitted  # nobody's submitted notebook was touched
+    code_points = {c: sum(1 for ex in EXERCISES.values() if ex.chapter == c) for c in chapters}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        for student in submissions:
-            submission = gb.find_submission("relative", student)
-            cells = {g.name: g.score for nb in submission.notebooks for g in nb.grades}
-            recorded[student] = (submission.score, submission.max_score, submission.needs_manual_grade, cells)
-    print("scores recorded by nbgrader:", {s: r[:3] for s, r in recorded.items()})
-    assert recorded["ada"] == (2.0, 3.0, True, {"t5_bucket-tests": 1.0, "alibi_slopes-tests": 1.0,
-                                                 "ex-relative-shaw-count-answer": 0.0})
-    assert recorded["bob"] == (1.0, 3.0, False, {"t5_bucket-tests": 1.0, "alibi_slopes-tests": 0.0,
-                                                  "ex-relative-shaw-count-answer": 0.0})
-    assert recorded["cy"] == (0.0, 3.0, False, {"t5_bucket-tests": 0.0, "alibi_slopes-tests": 0.0,
-                                                 "ex-relative-shaw-count-answer": 0.0})
-    # the limitation the instructor guide states: hidden tests run in the student's kernel
-    assert recorded["mallory"][0] == 2.0
+        def code_score(student: str) -> dict[str, float]:
+            submission = gb.find_submission("all", student)
+            return {nb.name: sum(g.score for g in nb.grades if g.name.endswith("-tests")) for nb in submission.notebooks}
 
-    _nbgrader(course, "generate_feedback", "relative")
-    pages = {s: course / "feedback" / s / "relative" / "relative.html" for s in submissions}
-    assert all(page.is_file() for page in pages.values())
-    bob = pages["bob"].read_text(encoding="utf-8")
-    assert "nearest lower power of two" in bob and "FAILED on case" in bob  # the check's diagnosis reaches the student
-    assert "still a stub" in pages["cy"].read_text(encoding="utf-8")
+        scores = {student: code_score(student) for student in submissions}
+    print("coding points recorded by nbgrader:", scores)
+    assert scores["ada"] == {c: code_points[c] for c in chapters}
+    assert scores["bob"] == {c: code_points[c] - 1 for c in chapters}
+    assert scores["cy"] == {c: 0 for c in chapters}
+    assert scores["zed"]["relative"] == 0  # and ada's and bob's grades, recorded before zed's, are intact
+    zed = (course / "autograded" / "zed" / "all" / "relative.ipynb").read_text()
+    assert "course_pe.t5.t5_relative_position_bucket is not available" in zed  # attack 44
+    assert "hidden case" in zed  # attack 43: the book's examples, hard-coded, pass; a hidden case fails
+
+    _nbgrader(course, "generate_feedback", "all", "--student", "bob", "--notebook", "relative")
+    page = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback/bob/all/relative.html").read_text(encoding="utf-8")))
+    assert "diagnosis: you used query - key" in page  # the check's diagnosis reaches the student
 
     _nbgrader(course, "export")
     with (course / "grades.csv").open(newline="") as fh:
-        rows = {row["student_id"]: (float(row["score"]), float(row["max_score"])) for row in csv.DictReader(fh)}
-    assert rows == {"ada": (2.0, 3.0), "bob": (1.0, 3.0), "cy": (0.0, 3.0), "mallory": (2.0, 3.0)}
+        rows = {row["student_id"]: float(row["score"]) for row in csv.DictReader(fh)}
+    assert rows["ada"] == sum(code_points.values()) and rows["cy"] == 0.0

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import secrets
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import _child
 from .._validation import (
     check_bool,
     check_callable,
@@ -47,6 +49,7 @@ from .._validation import (
 
 __all__ = [
     "EXERCISES",
+    "GRADING_SETUP",
     "Case",
     "CheckReport",
     "Exercise",
@@ -74,6 +77,9 @@ INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "u
 FLOAT32_RELATIVE_TOLERANCE = 2e-5
 #: the statuses of an :class:`Outcome`
 OUTCOME_STATUSES = ("ok", "stub", "error", "missing", "timeout", "invalid")
+#: The set-up the grader runs before a submission's answer cells, the imports the exercises may use (the same as the
+#: set-up cell of the nbgrader release). Its ``course_pe`` is the grading build, without the functions being graded.
+GRADING_SETUP = "import math\n\nimport numpy as np\nimport torch\n\nimport course_pe as cpe\n"
 
 
 @dataclass
@@ -150,7 +156,11 @@ class Case:
     ``exact`` cases compare with ``==``; the others with an absolute tolerance ``atol`` for a float64 answer and
     ``max(atol, atol32)`` for a float32 answer (``atol32=None``: ``FLOAT32_RELATIVE_TOLERANCE`` times the largest
     reference magnitude, at least 1). ``dtypes`` lists the allowed answer dtypes (None: any numeric dtype).
-    ``mistakes`` pairs a description with the wrong answer it produces.
+    ``mistakes`` pairs a description with the wrong answer it produces. ``alternatives`` are other answers accepted
+    as right (T5's buckets computed with a float64 logarithm differ from T5's float32 ones at a few boundaries).
+    ``axes`` name the input each axis of the answer belongs to, for messages: one ``(label, values)`` pair per axis,
+    ``values`` the input at each index or None (``("offset", (-200, ..., 200))`` turns index 110 into
+    ``offset -90``).
     """
 
     name: str
@@ -163,6 +173,8 @@ class Case:
     mistakes: tuple[tuple[str, np.ndarray], ...] = ()
     hint: str | None = None
     hidden: bool = False
+    alternatives: tuple[np.ndarray, ...] = ()
+    axes: tuple[tuple[str, tuple[Any, ...] | None], ...] = ()
 
     def __post_init__(self) -> None:
         check_str("name", self.name)
@@ -181,6 +193,13 @@ class Case:
             raise TypeError("mistakes must be a tuple of (description, wrong answer) pairs")
         check_optional_str("hint", self.hint)
         check_bool("hidden", self.hidden)
+        if not isinstance(self.alternatives, tuple) or not all(
+                isinstance(a, np.ndarray) and a.dtype.kind in "biuf" for a in self.alternatives):
+            raise TypeError("alternatives must be a tuple of numeric np.ndarray")
+        if not isinstance(self.axes, tuple) or not all(
+                isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) and (a[1] is None or isinstance(a[1], tuple))
+                for a in self.axes):
+            raise TypeError("axes must be a tuple of (label, values or None) pairs")
 
 
 @dataclass(frozen=True)
@@ -272,22 +291,11 @@ def to_output(value: Any) -> np.ndarray:
     """Convert what a student's function returned into a plain numeric NumPy array (a copy).
 
     Tensors are detached and moved to the CPU with their dtype kept; lists, tuples, Python and NumPy numbers go
-    through ``np.asarray``. Raises ``TypeError`` for anything that is not numeric (objects, strings, ragged lists)
-    and for dtypes NumPy cannot hold (bfloat16).
+    through ``np.array``; a 0-d answer stays 0-d (a Python float is an array of shape ``()``), and big-endian data
+    is converted to the native byte order. Raises ``TypeError`` for anything that is not numeric (objects, strings,
+    ragged lists) and for dtypes NumPy cannot hold (bfloat16, complex). The grader's sandbox uses the same function.
     """
-    if isinstance(value, torch.Tensor):
-        if value.dtype in (torch.bfloat16,) or value.is_complex():
-            raise TypeError(f"a tensor of dtype {value.dtype} is not a real float32/float64 or integer answer")
-        return value.detach().cpu().clone().numpy()
-    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
-        value = [v.detach().cpu().item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for v in value]
-    try:
-        arr = np.array(value)
-    except Exception as exc:
-        raise TypeError(f"the answer is not an array of numbers ({type(exc).__name__})") from None
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"the answer is not an array of numbers (a {type(value).__name__} giving dtype {arr.dtype})")
-    return arr
+    return _child.to_output(value)
 
 
 def _fmt(x: Any) -> str:
@@ -298,18 +306,28 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def _short(a: np.ndarray, limit: int = 6) -> str:
+def _short(a: np.ndarray, around: int | None = None, limit: int = 6) -> str:
+    """A preview: shape, dtype and ``limit`` entries of the flattened array, starting a little before entry
+    ``around`` (the first difference) so that the entries shown include it."""
     arr = np.asarray(a)
     if arr.ndim == 0:
         return _fmt(arr.item())
     flat = arr.reshape(-1)
-    body = ", ".join(f"{v:.4f}" if arr.dtype.kind == "f" else str(v) for v in flat[:limit])
-    more = ", ..." if flat.size > limit else ""
-    return f"shape {tuple(arr.shape)}, dtype {arr.dtype}: [{body}{more}]"
+    start = 0 if around is None else max(0, min(around - 2, flat.size - limit))
+    shown = flat[start : start + limit]
+    body = ", ".join(f"{v:.4f}" if arr.dtype.kind == "f" else str(v) for v in shown)
+    before = "..., " if start > 0 else ""
+    after = ", ..." if start + limit < flat.size else ""
+    where = f" (entries {start} to {start + len(shown) - 1} of {flat.size})" if start > 0 else ""
+    return f"shape {tuple(arr.shape)}, dtype {arr.dtype}: [{before}{body}{after}]{where}"
+
+
+def _is_float64(got: np.ndarray) -> bool:
+    return got.dtype.kind == "f" and got.dtype.itemsize >= 8
 
 
 def _tolerance(case: Case, got: np.ndarray) -> float:
-    if got.dtype == np.float64 or case.exact:
+    if _is_float64(got) or case.exact:
         return case.atol
     scale = float(np.max(np.abs(case.expected))) if case.expected.size else 1.0
     floor = case.atol32 if case.atol32 is not None else FLOAT32_RELATIVE_TOLERANCE * max(1.0, scale)
@@ -326,28 +344,46 @@ def _values_match(case: Case, got: np.ndarray, expected: np.ndarray) -> bool:
     return bool(np.all(np.abs(g - e) <= _tolerance(case, got)))
 
 
-def _difference(case: Case, got: np.ndarray) -> str | None:
-    """None if ``got`` is a correct answer to ``case``, else what differs (shape, dtype, value)."""
+def _where(case: Case, index: tuple[int, ...]) -> str:
+    """The input an entry of the answer belongs to, from ``case.axes``: ``offset -90 (entry 110)``,
+    ``position 3, dimension 5``; the plain index when the case names no axes."""
+    if not index:
+        return ""
+    if len(case.axes) != len(index):
+        return f"index {index}"
+    parts = []
+    for (template, values), i in zip(case.axes, index):
+        value = values[i] if values is not None and 0 <= i < len(values) else i
+        parts.append(template.format(i=i, v=value))
+    return ", ".join(parts)
+
+
+def _difference(case: Case, got: np.ndarray) -> tuple[str, int | None] | None:
+    """None if ``got`` is a correct answer to ``case``; else what differs (shape, dtype or value, and for a value
+    at which input) and the flat index of the first differing entry."""
     e = case.expected
     if got.shape != e.shape:
-        return f"shape: expected {tuple(e.shape)}, got {tuple(got.shape)}"
+        return f"shape: expected {tuple(e.shape)}, got {tuple(got.shape)}", None
     if case.dtypes is not None and got.dtype.name not in case.dtypes:
         allowed = "an integer dtype" if case.dtypes == INT_DTYPES else " or ".join(case.dtypes)
-        return f"dtype: got {got.dtype.name}; this exercise accepts {allowed}"
-    if _values_match(case, got, e):
+        return f"dtype: got {got.dtype.name}; this exercise accepts {allowed}", None
+    if _values_match(case, got, e) or any(
+            a.shape == got.shape and _values_match(case, got, a) for a in case.alternatives):
         return None
     g, r = got.astype(np.float64), e.astype(np.float64)
     if case.exact and got.dtype.kind == "f" and e.dtype.kind == "f":
         r = e.astype(got.dtype).astype(np.float64)
     bad = ~np.isfinite(g) | (g != r) if case.exact else ~(np.abs(g - r) <= _tolerance(case, got))
     index = tuple(int(i) for i in np.argwhere(bad)[0]) if e.ndim else ()
-    where = f" at index {index}" if index else ""
+    flat = int(np.ravel_multi_index(index, e.shape)) if e.ndim else None
+    where = f" at {_where(case, index)}" if index else ""
     n_bad = int(np.count_nonzero(bad))
     total = f" ({n_bad} of {e.size} entries differ)" if e.ndim else ""
     if case.exact:
-        return f"value{where}: expected {_fmt(e[index])}, got {_fmt(got[index])}{total}"
+        return f"value{where}: expected {_fmt(e[index])}, got {_fmt(got[index])}{total}", flat
     return (f"value{where}: expected {_fmt(e[index])}, got {_fmt(got[index])} (difference "
-            f"{abs(g[index] - r[index]):.3g}, tolerance {_tolerance(case, got):.1g} for {got.dtype.name}){total}")
+            f"{abs(g[index] - r[index]):.3g}, tolerance {_tolerance(case, got):.1g} for {got.dtype.name}){total}",
+            flat)
 
 
 def judge(exercise: str, cases: Sequence[Case], outcomes: Sequence[Outcome | None]) -> CheckReport:
@@ -383,11 +419,12 @@ def judge(exercise: str, cases: Sequence[Case], outcomes: Sequence[Outcome | Non
             return CheckReport(exercise, False, n, total, difference=f"type: {outcome.error}", hint=case.hint, **base)
         got = outcome.value
         try:
-            difference = _difference(case, got)
+            found = _difference(case, got)
         except Exception as exc:  # a bug here must not take the grader down
-            difference = f"the answer could not be compared ({type(exc).__name__}: {exc})"
-        if difference is None:
+            found = f"the answer could not be compared ({type(exc).__name__}: {exc})", None
+        if found is None:
             continue
+        difference, flat = found
         mistake = None
         for description, wrong in case.mistakes if difference.startswith("value") else ():
             try:
@@ -396,7 +433,7 @@ def judge(exercise: str, cases: Sequence[Case], outcomes: Sequence[Outcome | Non
                     break
             except Exception:
                 pass
-        return CheckReport(exercise, False, n, total, expected=_short(case.expected), got=_short(got),
+        return CheckReport(exercise, False, n, total, expected=_short(case.expected, flat), got=_short(got, flat),
                            mistake=mistake, hint=case.hint, difference=difference, **base)
     if called:  # every value right, but through the library
         return CheckReport(exercise, False, total, total, failed_case="the whole exercise",
@@ -406,40 +443,40 @@ def judge(exercise: str, cases: Sequence[Case], outcomes: Sequence[Outcome | Non
 
 def fresh_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """Copies of ``args`` (the student's function may modify its inputs in place)."""
-    return tuple(a.clone() if isinstance(a, torch.Tensor) else a.copy() if isinstance(a, np.ndarray) else a for a in args)
+    return _child.fresh_args(args)
 
 
 def call_case(fn: Callable[..., Any], args: tuple[Any, ...]) -> Outcome:
     """Call ``fn(*args)`` (on copies) and turn the result or the exception into an :class:`Outcome`.
 
     ``fn`` must be callable and ``args`` a tuple (``TypeError`` otherwise); what ``fn`` raises or returns is the
-    student's and never raises here."""
+    student's and never raises here. The grader's sandbox runs the same code."""
     check_callable("fn", fn)
     if not isinstance(args, tuple):
         raise TypeError(f"args must be a tuple, got {type(args).__name__}")
-    try:
-        value = fn(*fresh_args(args))
-    except NotImplementedError:
-        return Outcome("stub")
-    except Exception as exc:
-        return Outcome("error", error=f"{type(exc).__name__}: {exc}"[:500])
-    try:
-        return Outcome("ok", to_output(value))
-    except TypeError as exc:
-        return Outcome("invalid", error=str(exc))
+    status, value, error = _child.run_call(fn, args)
+    return Outcome(status, value, error)
 
 
-def check(exercise_id: str, fn: Callable[..., Any] | None) -> CheckReport:
-    """Run the visible cases of ``exercise_id`` on ``fn`` here, in this process (never raises for the student's
-    errors; an unknown id is a ``ValueError``). ``fn=None`` (the function is not defined, e.g. its cell was deleted)
-    gives a failed report that says so. This is feedback for the student; the grade comes from the grader.
+def check(exercise_id: str, fn: Callable[..., Any] | None, *, hidden: bool = False, seed: int | None = None) -> CheckReport:
+    """Run the cases of ``exercise_id`` on ``fn`` here, in this process (never raises for the student's errors; an
+    unknown id is a ``ValueError``). ``fn=None`` (the function is not defined, e.g. its cell was deleted) gives a
+    failed report that says so.
+
+    By default only the visible cases run: feedback for the student. ``hidden=True`` adds the randomised hidden
+    cases, drawn from ``seed`` (default: a fresh secret seed, so nobody can know them in advance); nbgrader's hidden
+    tests use this. The grade itself comes from the grader, which runs the same cases in a sandbox.
     """
     check_str("exercise_id", exercise_id)
+    check_bool("hidden", hidden)
+    if seed is not None:
+        check_int("seed", seed, minimum=0)
     if exercise_id not in EXERCISES:
         raise ValueError(f"unknown exercise {exercise_id!r} (exercise_id); known: {', '.join(sorted(EXERCISES))}")
     exercise = EXERCISES[exercise_id]
+    rng = np.random.default_rng(secrets.randbits(64) if seed is None else seed) if hidden else None
     try:
-        cases = exercise.cases(None) if exercise.cases else []
+        cases = exercise.cases(rng) if exercise.cases else []
     except Exception:  # a bug in a check must not take the notebook down
         return CheckReport(exercise_id, False, 0, 0, "building the cases", error=traceback.format_exc(limit=2))
     if fn is None:
@@ -482,13 +519,19 @@ def _table(n: int, d: int, *, base: float = 10000.0, exponent: str = "2i", layou
         raise ValueError(exponent)
     if layout == "interleaved":
         out[:, 0::2], out[:, 1::2] = s, c
-    else:
+    else:  # the half layout: all sines, then all cosines
         out[:, : d // 2], out[:, d // 2 :] = s, c
     return out
 
 
 def _even(rng: np.random.Generator, low: int, high: int) -> int:
     return 2 * int(rng.integers(low // 2, high // 2 + 1))
+
+
+# Hidden cases. They are drawn by the grader from wide ranges with a seed nobody knows in advance (a fresh secret per
+# grading), so that no table of answers written into a notebook can cover them: every exercise with integer
+# parameters draws at least one hidden case from a range of thousands of values (see the instructor guide).
+HIDDEN_CASES = 3
 
 
 # --------------------------------------------------------------------------- Part I
@@ -499,14 +542,17 @@ def _even(rng: np.random.Generator, low: int, high: int) -> int:
            library=("course_pe.sinusoidal.sinusoidal_encoding", "course_pe.sinusoidal.sinusoidal_encoding_np",
                     "course_pe.sinusoidal.SinusoidalPositionalEncoding.forward"))
 def _sinusoidal_table_cases(rng: np.random.Generator | None) -> list[Case]:
-    """``fn(num_positions, d_model)`` must return the interleaved sinusoidal table (base 10000)."""
+    """``fn(num_positions, d_model)`` must return the interleaved sinusoidal table (base 10000).
+    Hidden cases: ``num_positions`` in 2 ... 200, ``d_model`` even in 2 ... 256."""
     sizes = [(1, 2, False), (10, 4, False), (50, 16, False), (7, 128, False)]
     if rng is not None:
-        sizes += [(int(rng.integers(2, 41)), _even(rng, 2, 64), True) for _ in range(2)]
+        sizes += [(int(rng.integers(2, 201)), _even(rng, 2, 256), True) for _ in range(HIDDEN_CASES)]
     cases = []
     for n, d, hidden in sizes:
         cases.append(Case(
             f"sinusoidal_table({n}, {d})", (n, d), _table(n, d), atol=1e-5, hidden=hidden,
+            atol32=2e-5 + 3e-7 * n,  # a float32 angle p * w carries an error of about p * 6e-8
+            axes=(("position {i}", None), ("dimension {i}", None)),
             mistakes=(
                 ("the cosine uses exponent (2i+1)/d_model; sine and cosine of one pair share the frequency "
                  "base^(-2i/d_model) (the error of source 002, 7.3.2)", _table(n, d, exponent="2i+1 for cos")),
@@ -514,8 +560,8 @@ def _sinusoidal_table_cases(rng: np.random.Generator | None) -> list[Case]:
                  "last pair the lowest frequency", _table(n, d, exponent="swapped")),
                 ("the exponent is i/d_model; with i the pair index it must be 2i/d_model", _table(n, d, exponent="no 2")),
                 ("positions are multiplied by base^(2i/d_model); they must be divided by it", _table(n, d, exponent="multiply")),
-                ("sines and cosines are in two blocks; this exercise asks for the interleaved layout "
-                 "(sin at 2i, cos at 2i+1)", _table(n, d, layout="blocks")),
+                ("this is the half layout (all sines, then all cosines); this exercise asks for the interleaved "
+                 "layout (sin at 2i, cos at 2i+1)", _table(n, d, layout="half")),
             ),
             hint="PE[p, 2i] = sin(p / 10000**(2i/d_model)), PE[p, 2i+1] = cos(p / 10000**(2i/d_model)), "
             "with i the pair index 0 ... d_model/2 - 1",
@@ -536,12 +582,14 @@ def _shift(k: float, d: int, base: float = 10000.0, transpose: bool = False) -> 
 @_register("shift_matrix", "shift_matrix", "shift_theorem", "the matrix M_k with PE(p + k) = M_k PE(p)",
            library=("course_pe.sinusoidal.shift_matrix",))
 def _shift_matrix_cases(rng: np.random.Generator | None) -> list[Case]:
-    """``fn(k, d_model)`` must return ``M_k`` (interleaved layout) with ``PE(p + k) = M_k @ PE(p)``."""
+    """``fn(k, d_model)`` must return ``M_k`` (interleaved layout) with ``PE(p + k) = M_k @ PE(p)``.
+    Hidden cases: ``k`` in -2000 ... 2000, ``d_model`` even in 2 ... 64."""
     sizes = [(0, 2, False), (1, 2, False), (3, 8, False), (-5, 8, False), (100, 16, False)]
     if rng is not None:
-        sizes += [(int(rng.integers(-300, 301)), _even(rng, 2, 32), True) for _ in range(2)]
+        sizes += [(int(rng.integers(-2000, 2001)), _even(rng, 2, 64), True) for _ in range(HIDDEN_CASES)]
     return [
-        Case(f"shift_matrix({k}, {d})", (k, d), _shift(k, d), atol=1e-6, atol32=1e-4, hidden=hidden,
+        Case(f"shift_matrix({k}, {d})", (k, d), _shift(k, d), atol=1e-6, atol32=1e-4 + 1.2e-7 * abs(k),
+             hidden=hidden, axes=(("row {i}", None), ("column {i}", None)),
              mistakes=(("your matrix shifts by -k: the 2x2 blocks are transposed (the sin entries have the wrong "
                         "signs)", _shift(k, d, transpose=True)),),
              hint="block i acts on (sin, cos) = (PE[2i], PE[2i+1]); expand sin((p+k)w) and cos((p+k)w) with the "
@@ -555,11 +603,13 @@ def _shift_matrix_cases(rng: np.random.Generator | None) -> list[Case]:
            library=("course_pe.sinusoidal.SinusoidalPositionalEncoding.forward",))
 def _add_positional_encoding_cases(rng: np.random.Generator | None) -> list[Case]:
     """``fn(embeddings)`` with ``embeddings`` of shape ``(batch, seq, d_model)`` (float64 tensor) must return
-    ``sqrt(d_model) * embeddings + PE[:seq]`` (interleaved table, base 10000)."""
+    ``sqrt(d_model) * embeddings + PE[:seq]`` (interleaved table, base 10000).
+    Hidden cases: random embeddings, batch 1 ... 4, seq 1 ... 64, ``d_model`` even in 2 ... 64."""
     g = np.random.default_rng(0)
     sizes = [(1, 1, 4, False), (2, 5, 8, False), (3, 7, 16, False), (1, 12, 6, False)]
     if rng is not None:
-        sizes += [(int(rng.integers(1, 4)), int(rng.integers(1, 21)), _even(rng, 2, 32), True) for _ in range(2)]
+        sizes += [(int(rng.integers(1, 5)), int(rng.integers(1, 65)), _even(rng, 2, 64), True)
+                  for _ in range(HIDDEN_CASES)]
     cases = []
     for b, s, d, hidden in sizes:
         x = (rng if hidden else g).standard_normal((b, s, d))
@@ -567,7 +617,7 @@ def _add_positional_encoding_cases(rng: np.random.Generator | None) -> list[Case
         seq_first_bug = math.sqrt(d) * x + _table(b, d)[:, None, :]  # pe[:batch] broadcast over the sequence
         cases.append(Case(
             f"embeddings of shape ({b}, {s}, {d})", (torch.from_numpy(x),), math.sqrt(d) * x + table, atol=1e-6,
-            hidden=hidden,
+            hidden=hidden, axes=(("sequence {i} of the batch", None), ("position {i}", None), ("dimension {i}", None)),
             mistakes=(
                 ("the table was indexed with the batch size: a (max_len, 1, d) table sliced with x.size(0) and added "
                  "to a batch-first input gives every position the encoding of position 0..batch-1 (the silent bug "
@@ -604,20 +654,24 @@ def _rope(x: np.ndarray, positions: np.ndarray, *, exponent_scale: float = 2.0, 
                     "course_pe.rope.RotaryEmbedding.forward"))
 def _rope_rotation_cases(rng: np.random.Generator | None) -> list[Case]:
     """``fn(x, positions)``: ``x`` a float64 tensor of shape ``(seq, head_dim)``, ``positions`` a ``(seq,)`` long
-    tensor; returns the interleaved RoPE rotation with base 10000."""
+    tensor; returns the interleaved RoPE rotation with base 10000.
+    Hidden cases: random vectors, seq 1 ... 16, ``head_dim`` even in 2 ... 64, positions in 0 ... 4096 in any order."""
     g = np.random.default_rng(1)
     sizes = [(1, 2, [0], False), (3, 2, [0, 1, 2], False), (4, 8, [0, 5, 17, 1000], False),
              (5, 64, [3, 1, 4, 1, 5], False)]
     if rng is not None:
-        for _ in range(2):
-            seq = int(rng.integers(1, 9))
-            sizes.append((seq, _even(rng, 2, 32), [int(p) for p in rng.integers(0, 513, seq)], True))
+        for _ in range(HIDDEN_CASES):
+            seq = int(rng.integers(1, 17))
+            sizes.append((seq, _even(rng, 2, 64), [int(p) for p in rng.integers(0, 4097, seq)], True))
     cases = []
     for seq, d, pos, hidden in sizes:
         xn, pn = (rng if hidden else g).standard_normal((seq, d)), np.asarray(pos, dtype=np.float64)
+        scale = max(1.0, float(np.max(np.abs(xn))))
         cases.append(Case(
             f"x of shape ({seq}, {d}), positions {pos}", (torch.from_numpy(xn), torch.tensor(pos)), _rope(xn, pn),
-            atol=1e-6, atol32=5e-4, hidden=hidden,  # float32 angles near 1000 carry errors of ~1e-4
+            # a float32 angle p * theta carries an error of about p * 6e-8 radians
+            atol=1e-6, atol32=5e-4 + 3e-7 * max(pos) * scale, hidden=hidden,
+            axes=(("position {v} (row {i})", tuple(pos)), ("dimension {i}", None)),
             mistakes=(
                 ("the exponent is doubled: arange(0, d, 2) already equals 2i, so base ** (-2 * arange(0, d, 2) / d) "
                  "uses 4i/d (the bug of source 004, Q4)", _rope(xn, pn, exponent_scale=4.0)),
@@ -632,12 +686,14 @@ def _rope_rotation_cases(rng: np.random.Generator | None) -> list[Case]:
     return cases
 
 
-def _t5_buckets(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
+def _t5_buckets(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int,
+                log_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """T5's bucket function, transcribed (not imported) from its published implementation: Mesh TensorFlow
     ``transformer/attention.py::_relative_position_bucket`` as ported to PyTorch by Hugging Face
     (``transformers/models/t5/modeling_t5.py``, ``T5Attention._relative_position_bucket``). Same operations in the
-    same order, float32 logarithm included, so that a correct student answer written the usual way matches exactly.
-    ``relative_position`` is ``key - query``; written independently of ``course_pe.t5``."""
+    same order, float32 logarithm included, so that a correct student answer written the usual way matches exactly
+    (``log_dtype=torch.float64`` gives the accepted alternative). ``relative_position`` is ``key - query``; written
+    independently of ``course_pe.t5``."""
     ret = torch.zeros_like(relative_position)
     n = -relative_position
     if bidirectional:
@@ -649,7 +705,7 @@ def _t5_buckets(relative_position: torch.Tensor, bidirectional: bool, num_bucket
     max_exact = num_buckets // 2
     is_small = n < max_exact
     val_if_large = max_exact + (
-        torch.log(n.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+        torch.log(n.to(log_dtype) / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
     ).to(torch.long)
     val_if_large = torch.min(val_if_large, torch.full_like(val_if_large, num_buckets - 1))
     return ret + torch.where(is_small, n, val_if_large)
@@ -659,20 +715,33 @@ def _t5_buckets(relative_position: torch.Tensor, bidirectional: bool, num_bucket
            library=("course_pe.t5.t5_relative_position_bucket", "course_pe.t5.T5RelativeBias.forward"))
 def _t5_bucket_cases(rng: np.random.Generator | None) -> list[Case]:
     """``fn(relative_position, bidirectional, num_buckets, max_distance)`` for a long tensor of ``key - query``
-    offsets; returns bucket ids (an integer tensor) like T5."""
-    settings = [(True, 32, 128, False), (False, 32, 128, False), (True, 8, 20, False)]
+    offsets; returns bucket ids (an integer tensor) like T5.
+    Hidden cases: ``num_buckets`` even in 4 ... 128, ``max_distance`` from just above the exact range to
+    32 * ``num_buckets``, 300 offsets in -4 ``max_distance`` ... 4 ``max_distance`` (with the boundaries)."""
+    settings: list[tuple[bool, int, int, torch.Tensor, bool]] = [
+        (True, 32, 128, torch.arange(-200, 201), False), (False, 32, 128, torch.arange(-200, 201), False),
+        (True, 8, 20, torch.arange(-200, 201), False)]
     if rng is not None:
-        for _ in range(2):
-            nb = int(rng.choice([8, 16, 32, 64]))
-            settings.append((bool(rng.integers(0, 2)), nb, int(rng.integers(nb, 4 * nb + 1)), True))
+        for _ in range(HIDDEN_CASES):
+            nb = _even(rng, 4, 128)
+            bidirectional = bool(rng.integers(0, 2))
+            exact = (nb // 2 if bidirectional else nb) // 2
+            md = int(rng.integers(exact + 1, 32 * nb + 1))
+            special = [0, 1, -1, exact, -exact, exact - 1, 1 - exact, md, -md, md + 1, -md - 1]
+            offsets = np.unique(np.concatenate([rng.integers(-4 * md, 4 * md + 1, 300), special]))
+            settings.append((bidirectional, nb, md, torch.from_numpy(offsets.astype(np.int64)), True))
     cases = []
-    for bidirectional, nb, md, hidden in settings:
-        rel = torch.arange(-300, 301) if hidden else torch.arange(-200, 201)
+    for bidirectional, nb, md, rel, hidden in settings:
         expected = _t5_buckets(rel, bidirectional, nb, md).numpy()
+        float64_log = _t5_buckets(rel, bidirectional, nb, md, log_dtype=torch.float64).numpy()
         flipped = _t5_buckets(-rel, bidirectional, nb, md).numpy()
+        shown = f"offsets {int(rel[0])} ... {int(rel[-1])}" if not hidden else \
+            f"{rel.numel()} offsets in {int(rel[0])} ... {int(rel[-1])}"
         cases.append(Case(
-            f"offsets {int(rel[0])} ... {int(rel[-1])}, bidirectional={bidirectional}, num_buckets={nb}, "
-            f"max_distance={md}", (rel, bidirectional, nb, md), expected, exact=True, dtypes=INT_DTYPES, hidden=hidden,
+            f"{shown}, bidirectional={bidirectional}, num_buckets={nb}, max_distance={md}",
+            (rel, bidirectional, nb, md), expected, exact=True, dtypes=INT_DTYPES, hidden=hidden,
+            alternatives=(float64_log,) if not np.array_equal(float64_log, expected) else (),
+            axes=(("offset {v} (entry {i})", tuple(int(r) for r in rel)),),
             mistakes=(("you used query - key; the convention here (and T5's) is relative_position = key - query",
                        flipped),),
             hint="exact buckets below num_buckets/4 (bidirectional) or /2 (causal), then logarithmic up to "
@@ -692,12 +761,14 @@ def _alibi(n: int) -> list[float]:
 @_register("alibi_slopes", "alibi_slopes", "relative", "ALiBi head slopes, including non-powers of two",
            library=("course_pe.alibi.alibi_slopes",))
 def _alibi_slopes_cases(rng: np.random.Generator | None) -> list[Case]:
-    """``fn(num_heads)`` returns the ``num_heads`` ALiBi slopes of Press et al. (a list or a 1-D tensor)."""
+    """``fn(num_heads)`` returns the ``num_heads`` ALiBi slopes of Press et al. (a list or a 1-D tensor).
+    Hidden cases: one head count in 3 ... 64, the others in 65 ... 4096."""
     counts = [(n, False) for n in (1, 2, 8, 16, 6, 12, 20)]
     if rng is not None:
-        counts += [(int(n), True) for n in rng.choice([3, 5, 7, 10, 11, 24, 40, 48], size=2, replace=False)]
+        counts.append((int(rng.integers(3, 65)), True))
+        counts += [(int(rng.integers(65, 4097)), True) for _ in range(HIDDEN_CASES - 1)]
     return [
-        Case(f"alibi_slopes({n})", (n,), np.asarray(_alibi(n)), atol=1e-9, hidden=hidden,
+        Case(f"alibi_slopes({n})", (n,), np.asarray(_alibi(n)), atol=1e-9, hidden=hidden, axes=(("head {i}", None),),
              mistakes=(("you used 2^(-8(h+1)/n) for every n; for head counts that are not powers of two Press et al. "
                         "take the slopes of the nearest lower power of two, then every other slope of the next one",
                         np.asarray([2.0 ** (-8.0 * (k + 1) / n) for k in range(n)])),),
@@ -711,10 +782,13 @@ def _alibi_slopes_cases(rng: np.random.Generator | None) -> list[Case]:
            library=("course_pe.rope.half_to_interleaved", "course_pe.rope.layout_permutation"))
 def _half_to_interleaved_cases(rng: np.random.Generator | None) -> list[Case]:
     """``fn(x)`` reorders the last dimension of the float64 tensor ``x`` from the half layout to the interleaved
-    layout (values must be moved exactly)."""
+    layout (values must be moved exactly).
+    Hidden cases: random values, 0 to 2 leading dimensions of 1 ... 4, a last dimension even in 2 ... 256."""
     shapes = [((2,), False), ((4,), False), ((3, 8), False), ((2, 3, 6), False)]
     if rng is not None:
-        shapes += [((int(rng.integers(1, 4)), _even(rng, 2, 24)), True), ((_even(rng, 2, 12),), True)]
+        for _ in range(HIDDEN_CASES):
+            leading = tuple(int(n) for n in rng.integers(1, 5, int(rng.integers(0, 3))))
+            shapes.append((leading + (_even(rng, 2, 256),), True))
     cases = []
     for shape, hidden in shapes:
         d = shape[-1]
@@ -722,8 +796,9 @@ def _half_to_interleaved_cases(rng: np.random.Generator | None) -> list[Case]:
         h = d // 2
         expected = np.stack([x[..., :h], x[..., h:]], axis=-1).reshape(shape)
         inverse = np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+        axes = tuple((f"index {{i}} of axis {k}", None) for k in range(len(shape) - 1)) + (("output dimension {i}", None),)
         cases.append(Case(f"x of shape {shape}", (torch.from_numpy(x),), expected, exact=True, hidden=hidden,
-                          mistakes=(("this is the inverse permutation (interleaved -> half)", inverse),),
+                          axes=axes, mistakes=(("this is the inverse permutation (interleaved -> half)", inverse),),
                           hint="output dimension 2i is input dimension i, output 2i+1 is input i + d/2"))
     return cases
 
@@ -735,24 +810,27 @@ def _half_to_interleaved_cases(rng: np.random.Generator | None) -> list[Case]:
            "mean loss beyond the training length minus mean loss within it")
 def _extrapolation_gap_cases(rng: np.random.Generator | None) -> list[Case]:
     """``fn(loss_by_position, train_length)``: mean loss at positions ``>= train_length`` minus the mean at
-    positions ``< train_length``, as a Python float; NaN entries (unscored positions) are ignored."""
+    positions ``< train_length``, as a Python float; NaN entries (unscored positions) are ignored.
+    Hidden cases: random losses, ``train_length`` in 2 ... 500, 1 ... 500 positions beyond it, a few NaN."""
     data = [([1.0, 1.0, 2.0, 4.0], 2, False), ([3.0, 1.0, 1.0, 1.0, 1.0, 1.0], 3, False),
             ([float("nan"), 2.0, 2.0, 5.0, 5.0], 3, False)]
     if rng is not None:
-        for _ in range(2):
-            length = int(rng.integers(2, 11))
-            losses = np.round(rng.uniform(0.5, 5.0, length + int(rng.integers(1, 11))), 3)
-            if length >= 3:
-                losses[int(rng.integers(0, length))] = np.nan
+        for _ in range(HIDDEN_CASES):
+            length = int(rng.integers(2, 501))
+            losses = rng.uniform(0.5, 5.0, length + int(rng.integers(1, 501)))
+            for part, size in ((0, length), (length, losses.size - length)):
+                if size >= 3:  # some unscored positions, never all of a part
+                    losses[part + rng.choice(size, size=int(rng.integers(1, size // 2 + 1)), replace=False)] = np.nan
             data.append(([float(v) for v in losses], length, True))
     cases = []
     for losses, length, hidden in data:
         t = np.asarray(losses, dtype=np.float64)
         expected = np.nanmean(t[length:]) - np.nanmean(t[:length])
         off_by_one = np.nanmean(t[length - 1 :]) - np.nanmean(t[: length - 1])
-        shown = [round(v, 3) for v in losses]
+        shown = f"losses {[round(v, 3) for v in losses]}" if not hidden else \
+            f"{t.size} random losses ({int(np.isnan(t).sum())} NaN)"
         cases.append(Case(
-            f"losses {shown}, train_length {length}", (torch.from_numpy(t), length), np.asarray(expected), atol=1e-9,
+            f"{shown}, train_length {length}", (torch.from_numpy(t), length), np.asarray(expected), atol=1e-9,
             hidden=hidden,
             mistakes=(("off by one: positions 0 ... L-1 were seen in training, position L is the first unseen one",
                        np.asarray(off_by_one)),),

@@ -1,54 +1,63 @@
 """Grade students' notebooks: one submission, or a whole folder in parallel.
 
-    python -m course_pe.coursework.grade submission.ipynb [--student NAME] [--assignment CHAPTER] [--out grades/]
-    python -m course_pe.coursework.grade --dir submissions/ [--assignment CHAPTER] [--jobs N] [--out grades/]
-    make grade NB=path/to/submission.ipynb [STUDENT=name] [ASSIGNMENT=chapter]
-    make grade DIR=path/to/folder/ [ASSIGNMENT=chapter] [JOBS=n]
+    python -m course_pe.coursework.grade submission.ipynb --student NAME [--assignment CHAPTER] [--out grades/]
+    python -m course_pe.coursework.grade --dir submissions/ [--roster roster.csv] [--assignment CHAPTER] [--jobs N]
+    make grade NB=path/to/submission.ipynb STUDENT=name [ASSIGNMENT=chapter] [REPLACE=1]
+    make grade DIR=path/to/folder/ [ROSTER=roster.csv] [ASSIGNMENT=chapter] [JOBS=n] [REPLACE=1]
 
 The submission is untrusted code; the grader is the only trusted party.
 
 * **Which exercises.** Those of the assignment: ``--assignment`` (a chapter name such as ``relative``), or else the
-  chapter named by the folder or the file name; ``--exercises`` picks ids by hand. Nothing in the submission (its
-  metadata included) decides what is graded.
-* **Reading.** The notebook is read as JSON by the grader (nbformat 4 only). Only the sources of code cells are
-  used. A file that cannot be read (missing, a folder, empty, not JSON, another nbformat, a cell that is not text)
-  still gets a row per exercise, with score 0 and the reason.
-* **Running.** The code cells run one after another in a sandboxed child process (:mod:`course_pe.coursework.sandbox`: resource
-  limits, fresh folder, scrubbed environment; as root also an unprivileged user id, no network, and the book, the
-  gradebook and the other submissions hidden). A cell that raises is recorded and the next cell runs; a cell that
-  runs past ``--cell-timeout`` or kills its process is skipped and the notebook is run again without it.
-* **Checking.** The library functions that implement the assignment's exercises are made unavailable (a call is
-  recorded and fails). For each exercise the grader sends the inputs of every case, visible and hidden (randomised,
-  seeded by ``--seed``), receives only the raw answers (arrays of numbers as ``.npy``, size-limited) and computes the
-  verdict itself (:func:`course_pe.coursework.exercises.judge`). Each exercise has its own time limit (``--call-timeout``, for
-  the student's function calls only); a hang or a crash costs that exercise, and the rest are checked in a new
-  process.
-* **Recording.** A report on stdout (first line ``Grade report for NAME (NOTEBOOK): X / Y``), the gradebook
-  ``<out>/gradebook.sqlite`` (one row per student and exercise; a regrade replaces the student's rows for that
-  assignment), the LMS exports ``<out>/grades_wide.csv`` and ``<out>/grades_long.csv``, and
-  ``<out>/<assignment>/<student>.json`` with every detail (see :mod:`course_pe.coursework.gradebook`).
+  chapter that names the folder holding the submissions (a folder the instructor made). Nothing in the submission
+  decides: not its file name, not its metadata (when the assignment is unknown, the error message mentions what the
+  notebook's metadata claims, as a hint).
+* **Whose.** ``--student`` for one notebook; for a folder, a roster or the file names, checked
+  (``course_pe.coursework.roster``): symbolic links are refused, never followed; unknown, duplicate, non-UTF-8
+  and unreadable files get clear rows; nothing is renamed silently.
+* **Reading.** The notebook is opened without following links, read as JSON (at most 20 MiB, nesting limited) by
+  the grader. Only the sources of code cells are used.
+* **Running only what is graded.** The grader runs, in a fresh sandboxed process per submission
+  (:mod:`course_pe.coursework.sandbox`), the declared set-up (:data:`course_pe.coursework.exercises.GRADING_SETUP`:
+  ``math``, ``numpy as np``, ``torch``, ``course_pe as cpe``) and then only the *answer cells*: the code cells that
+  define the assignment's functions, plus the cells that define names those cells use (a helper in its own cell),
+  in notebook order (:func:`answer_cells`). The chapter's other cells (demonstrations, training, Java) never run.
+  The ``course_pe`` the sandbox imports lacks the functions being graded and the exercise checks
+  (``course_pe.coursework.grading_build``): there is nothing to unlock.
+* **Checking.** For each exercise the grader sends the inputs of every case, visible and hidden (drawn from wide
+  ranges with a fresh secret seed per submission, recorded in the report; ``--seed`` reproduces one), receives only
+  the raw answers and computes the verdict itself (:func:`course_pe.coursework.exercises.judge`).
+* **Time.** ``--cell-timeout`` per answer cell, ``--call-timeout`` per exercise (its calls only), ``--timeout`` for
+  the whole submission (a wall-clock limit over everything, restarts included, enforced by a watchdog that kills the
+  sandbox). A cell that hangs or kills its process is skipped and the rest runs again in a new process. Ctrl-C stops a
+  batch at once: every sandbox is killed and the exports are written for what was graded (exit status 130).
+* **Recording.** The gradebook (:mod:`course_pe.coursework.gradebook`). Existing grades are replaced only with
+  ``--replace`` (``REPLACE=1``); otherwise the grader stops before grading (exit status 2) and names the students.
 
-Student names: letters, digits, ``-``, ``_`` and ``.``, starting with a letter or digit, at most 64 characters. With
-``--dir`` they come from the file names, sanitised (other characters become ``_``). Exit status 0 when grading
-completed (whatever the scores), 2 when the arguments are wrong.
+Exit status 0 when grading completed (whatever the scores), 2 when the arguments are wrong (a missing ``NB`` file
+included: nothing is recorded), 130 when interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import builtins
 import json
 import os
 import re
 import secrets
+import signal
+import stat
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from .exercises import EXERCISES, CheckReport, Outcome, chapters, exercises_for_chapter, judge
 from .._validation import (
     check_argv,
     check_bool,
@@ -61,37 +70,62 @@ from .._validation import (
     check_str,
     check_str_sequence,
 )
+from .exercises import EXERCISES, GRADING_SETUP, Case, CheckReport, Outcome, chapters, exercises_for_chapter, judge
 from .gradebook import Gradebook
-from .sandbox import Sandbox, SandboxDied, SandboxLimits, SandboxTimeout, isolation_level
+from .names import derive_name, validate_name
+from .roster import Intake, intake, read_roster
+from .sandbox import (
+    Sandbox,
+    _check_folders,
+    SandboxDied,
+    SandboxLimits,
+    SandboxTimeout,
+    allow_new,
+    containment,
+    kill_all,
+    prepare,
+)
 
 __all__ = [
     "ExerciseGrade",
+    "FolderResult",
     "GradeReport",
+    "GradingInterrupted",
+    "answer_cells",
     "assignment_from_path",
+    "grade_cells",
     "grade_folder",
     "grade_notebook",
     "main",
     "read_submission",
-    "sanitize_name",
-    "validate_name",
+    "summary_table",
 ]
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 MAX_RESTARTS = 4
+MAX_ANSWER_CELLS = 40
 #: the statuses of an :class:`ExerciseGrade`
 GRADE_STATUSES = ("passed", "failed", "not graded", "unreadable")
+#: names the declared set-up provides (never looked for in other cells)
+SETUP_NAMES = frozenset({"math", "np", "torch", "cpe"})
 
 
 @dataclass
 class ExerciseGrade:
-    """The grade of one exercise: ``status`` is ``passed``, ``failed``, ``not graded`` or ``unreadable``."""
+    """The grade of one exercise: ``status`` is ``passed``, ``failed``, ``not graded`` or ``unreadable``;
+    ``message`` the diagnosis a student reads. ``function``: the name the student defines; ``visible_cases`` and
+    ``hidden_cases``: how many of each the exercise has; ``failed_hidden``: the first failed case was a hidden one
+    (its inputs are then shown, but they change at every grading)."""
 
     exercise: str
     score: float
     max_score: float
     status: str
     message: str
+    function: str = ""
+    visible_cases: int = 0
+    hidden_cases: int = 0
+    failed_hidden: bool = False
 
     def __post_init__(self) -> None:
         check_str("exercise", self.exercise)
@@ -99,11 +133,17 @@ class ExerciseGrade:
         self.score = check_float("score", self.score, minimum=0.0, maximum=self.max_score)
         check_choice("status", self.status, GRADE_STATUSES)
         check_str("message", self.message)
+        check_str("function", self.function)
+        check_int("visible_cases", self.visible_cases, minimum=0)
+        check_int("hidden_cases", self.hidden_cases, minimum=0)
+        check_bool("failed_hidden", self.failed_hidden)
 
 
 @dataclass
 class GradeReport:
-    """Everything about one graded submission (``seed`` reproduces the hidden cases)."""
+    """Everything about one graded submission. ``isolation`` says how it was contained (see
+    :attr:`course_pe.coursework.sandbox.Containment.description`); ``seed`` reproduces the hidden cases;
+    ``cells_run`` lists the indices (among the notebook's code cells) of the cells that ran."""
 
     student: str
     notebook: str
@@ -114,6 +154,7 @@ class GradeReport:
     isolation: str = ""
     seed: int = 0
     seconds: float = 0.0
+    cells_run: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # types only: the rules for names that become file names are the gradebook's (Gradebook.record)
@@ -125,6 +166,9 @@ class GradeReport:
         check_str_sequence("problems", self.problems)
         self.seed = check_int("seed", self.seed, minimum=0)
         self.seconds = check_float("seconds", self.seconds, minimum=0.0)
+        if not isinstance(self.cells_run, list) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                                           for i in self.cells_run):
+            raise TypeError("cells_run must be a list of int")
 
     @property
     def score(self) -> float:
@@ -141,70 +185,94 @@ class GradeReport:
         for e in self.exercises:
             lines.append(f"  [{e.status:>10}] {e.exercise:<24} {e.score:g}/{e.max_score:g}  {e.message}")
         if self.cell_errors:
-            lines.append("  cells that raised an error while running the notebook:")
+            lines.append("  answer cells that raised an error:")
             lines += [f"    - {err}" for err in self.cell_errors]
-        lines.append(f"  assignment {self.assignment}; isolation {self.isolation}; graded in {self.seconds:.1f} s")
+        lines.append(f"  assignment {self.assignment}; graded in {self.seconds:.1f} s; isolation {self.isolation}")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
         return asdict(self) | {"score": self.score, "max_score": self.max_score}
 
 
-# --------------------------------------------------------------------------- names and assignments
-
-
-def validate_name(name: str) -> str:
-    """Return ``name`` if it is a valid student name, else raise ``ValueError`` naming the rule."""
-    check_str("name", name)
-    if not NAME_PATTERN.fullmatch(name):
-        raise ValueError(f"invalid student name {name!r}: use letters, digits, '-', '_' and '.', starting with a "
-                         "letter or digit, at most 64 characters (no '/' or other path parts)")
-    return name
-
-
-def sanitize_name(text: str) -> str:
-    """A valid student name made from ``text`` (a file name): other characters become ``_``."""
-    check_str("text", text)
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", text)
-    name = re.sub(r"^[^A-Za-z0-9]+", "", name)[:64]
-    return name or "student"
+# --------------------------------------------------------------------------- assignments
 
 
 def assignment_from_path(path: Path) -> str | None:
-    """The chapter named by the folder holding ``path`` or by its file name (longest match), if exactly one."""
+    """The chapter named by the folder holding ``path`` (the longest chapter name it contains, if the others it
+    contains are part of that one), else None. Never from the file name: a student chooses that."""
     path = check_path("path", path)
-    for text in (path.parent.name, path.stem):
-        found = [c for c in chapters() if c in text]
-        if found:
-            longest = max(found, key=len)
-            if all(c in longest for c in found):
-                return longest
+    text = path.parent.name
+    found = [c for c in chapters() if c in text]
+    if found:
+        longest = max(found, key=len)
+        if all(c in longest for c in found):
+            return longest
     return None
+
+
+def _metadata_hint(data: bytes | None) -> str:
+    """What the notebook's metadata says its exercises are (a hint for the instructor, never used to grade)."""
+    try:
+        claimed = json.loads(data.decode("utf-8"))["metadata"]["course_pe"]["exercises"] if data else None
+    except Exception:  # noqa: BLE001 - a hint only
+        return ""
+    if not isinstance(claimed, list):
+        return ""
+    chapters_claimed = sorted({EXERCISES[e].chapter for e in claimed if isinstance(e, str) and e in EXERCISES})
+    if len(chapters_claimed) == 1:
+        return f" (the notebook's metadata says it is the workbook of {chapters_claimed[0]!r}: " \
+               f"ASSIGNMENT={chapters_claimed[0]} if that is what you assigned)"
+    return ""
 
 
 # --------------------------------------------------------------------------- reading a submission
 
 
-def read_submission(path: Path) -> list[str]:
-    """The sources of the code cells of notebook ``path``; ``ValueError`` with the reason if it cannot be read.
-
-    Lenient about what grading does not need (outputs, metadata); strict about the rest: a file (not a folder),
-    at most 20 MiB, UTF-8 JSON, an object with ``nbformat`` 4 and a list of cells whose sources are text.
-    A ``path`` that is not a str or os.PathLike is a ``TypeError``.
-    """
-    path = check_path("path", path)
-    if not path.exists():
-        raise ValueError("the file does not exist")
-    if not path.is_file():
-        raise ValueError("this is not a file (a folder?)")
-    size = path.stat().st_size
-    if size == 0:
-        raise ValueError("the file is empty")
-    if size > MAX_NOTEBOOK_BYTES:
-        raise ValueError(f"the file has {size} bytes, more than the {MAX_NOTEBOOK_BYTES} accepted")
+def _open_regular(path: Path, dir_fd: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``, without following a symbolic link (``ValueError`` with the reason)."""
     try:
-        nb = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        info = os.lstat(path, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise ValueError("the file does not exist") from None
+    except OSError as exc:
+        raise ValueError(f"the file cannot be examined ({exc.strerror})") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise ValueError("the submission is a symbolic link: refused (links are never followed)")
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError("this is not a regular file (a folder, a pipe or a device)")
+    if info.st_size == 0:
+        raise ValueError("the file is empty")
+    if info.st_size > MAX_NOTEBOOK_BYTES:
+        raise ValueError(f"the file has {info.st_size} bytes, more than the {MAX_NOTEBOOK_BYTES} accepted")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        raise ValueError(f"the file cannot be opened ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        opened = os.fstat(fh.fileno())
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            raise ValueError("the file changed while it was opened")
+        data = fh.read(MAX_NOTEBOOK_BYTES + 1)
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise ValueError(f"the file has more than the {MAX_NOTEBOOK_BYTES} bytes accepted")
+    if not data:
+        raise ValueError("the file is empty")
+    return data
+
+
+def _cells_from_bytes(data: bytes) -> list[str]:
+    """The sources of the code cells of a notebook given as bytes; ``ValueError`` with the reason."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("the file is not a notebook (not UTF-8 text)") from None
+    if text.startswith("\ufeff"):
+        raise ValueError("the file is not a notebook (it starts with a byte-order mark; save it with Jupyter)")
+    try:
+        nb = json.loads(text)
+    except RecursionError:
+        raise ValueError("the file is not a notebook (JSON nested too deeply)") from None
+    except ValueError as exc:
         raise ValueError(f"the file is not a notebook (not JSON: {type(exc).__name__})") from None
     if not isinstance(nb, dict) or "cells" not in nb and "worksheets" not in nb:
         raise ValueError("the file is JSON but not a notebook")
@@ -229,40 +297,130 @@ def read_submission(path: Path) -> list[str]:
     return sources
 
 
+def read_submission(path: Path) -> list[str]:
+    """The sources of the code cells of notebook ``path``; ``ValueError`` with the reason if it cannot be read.
+
+    Lenient about what grading does not need (outputs, metadata); strict about the rest: a regular file (a symbolic
+    link is refused, never followed), at most 20 MiB, UTF-8 JSON (not nested too deeply), an object with
+    ``nbformat`` 4 and a list of cells whose sources are text. A ``path`` that is not a str or os.PathLike is a
+    ``TypeError``.
+    """
+    path = check_path("path", path)
+    return _cells_from_bytes(_open_regular(path))
+
+
+# --------------------------------------------------------------------------- which cells run
+
+
+def _python_text(source: str) -> str:
+    """A cell's source as plain Python (IPython's magics and ``!`` commands become calls), for analysis only."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        return TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001 - analysis only: the sandbox runs the original text
+        return source
+
+
+class _Names(ast.NodeVisitor):
+    """Names a cell defines at its top level, every name it binds anywhere, every name it reads, and the functions
+    it defines anywhere."""
+
+    def __init__(self) -> None:
+        self.top: set[str] = set()
+        self.bound: set[str] = set()
+        self.read: set[str] = set()
+        self.functions: set[str] = set()
+
+    def visit_Name(self, node: ast.Name) -> None:
+        (self.read if isinstance(node.ctx, ast.Load) else self.bound).add(node.id)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        self.bound.add(node.arg)
+
+    def _define(self, node: Any) -> None:
+        self.bound.add(node.name)
+        self.functions.add(node.name)
+        self.generic_visit(node)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _define
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.bound.add(node.name)
+        self.generic_visit(node)
+
+    def visit_alias(self, node: ast.alias) -> None:
+        self.bound.add((node.asname or node.name).split(".")[0])
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self.bound.add(node.name)
+        self.generic_visit(node)
+
+
+def _analyse(source: str) -> _Names | None:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        try:  # IPython syntax (magics, ! commands)?
+            tree = ast.parse(_python_text(source))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+    names = _Names()
+    try:
+        names.visit(tree)
+    except RecursionError:
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.top.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.top |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With, ast.If, ast.Try)):
+            names.top |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            names.top |= {n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return names
+
+
+def answer_cells(sources: list[str], functions: list[str]) -> list[int]:
+    """Indices (into ``sources``, a notebook's code cells) of the cells grading runs, in notebook order.
+
+    A cell runs if it defines one of ``functions`` (a ``def`` anywhere in it, or a top-level assignment or import of
+    that name; a cell that does not parse counts if a line starts ``def <name>(``, so that its syntax error is
+    reported), or if it is the last cell to define, at its top level, a name that a running cell reads and does not
+    bind itself (a helper function or constant in its own cell), transitively. Names from the declared set-up
+    (``math``, ``np``, ``torch``, ``cpe``) and builtins are never looked for. At most 40 cells run.
+    """
+    if isinstance(sources, (str, bytes)) or not isinstance(sources, list):
+        raise TypeError(f"sources must be a list of str, got {type(sources).__name__}")
+    check_str_sequence("sources", sources)
+    check_str_sequence("functions", functions)
+    wanted = set(functions)
+    analysed = [_analyse(s) for s in sources]
+    selected: set[int] = set()
+    for i, (source, names) in enumerate(zip(sources, analysed)):
+        if names is not None:
+            if names.functions & wanted or names.top & wanted:
+                selected.add(i)
+        elif any(re.match(rf"\s*(async\s+)?def\s+{re.escape(f)}\s*\(", line) for f in wanted
+                 for line in source.splitlines()):
+            selected.add(i)
+    provided = SETUP_NAMES | set(dir(builtins))
+    queue = sorted(selected)
+    while queue:
+        i = queue.pop()
+        names = analysed[i]
+        if names is None:
+            continue
+        for name in sorted(names.read - names.bound - provided):
+            definers = [j for j, other in enumerate(analysed) if other is not None and name in other.top]
+            if definers and definers[-1] not in selected and len(selected) < MAX_ANSWER_CELLS:
+                selected.add(definers[-1])
+                queue.append(definers[-1])
+    return sorted(selected)
+
+
 # --------------------------------------------------------------------------- grading one submission
-
-
-def _repository_root() -> Path | None:
-    root = Path(__file__).resolve().parent.parent
-    return root if (root / "book").is_dir() or (root / "_toc.yml").exists() else None
-
-
-def _hidden_folders(path: Path, out: Path | None) -> tuple[list[Path], list[Path]]:
-    """Folders hidden from the sandbox, and folders inside them kept visible (read-only)."""
-    hide = [Path(path).resolve().parent]
-    if out is not None:
-        hide.append(Path(out).resolve())
-    root = _repository_root()
-    if root is not None:
-        hide.append(root)
-        git = root / ".git"
-        if git.is_file():  # a git worktree: the history (with the solutions) lives in the main repository's .git
-            text = git.read_text(encoding="utf-8", errors="replace").strip()
-            if text.startswith("gitdir:"):
-                gitdir = (root / text[len("gitdir:"):].strip()).resolve()
-                hide.append(gitdir.parent.parent if gitdir.parent.name == "worktrees" else gitdir)
-    keep = [Path(__file__).resolve().parent, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
-    for folder in keep:  # an ancestor that others cannot enter (e.g. /root holding pyenv) is replaced by a stub
-        for ancestor in folder.parents:
-            try:
-                if not ancestor.stat().st_mode & 0o001:
-                    hide.append(ancestor)
-            except OSError:
-                pass
-    vital = [Path(p) for p in ("/usr", "/etc", "/lib", "/lib64", "/bin", "/dev", "/proc", "/sys", "/tmp")]
-    unique = sorted(set(hide), key=lambda p: len(p.parts))
-    return [h for h in unique if not any(v == h or h in v.parents for v in vital) and not any(
-        k == h or k in h.parents for k in keep)], keep
 
 
 def _message(report: CheckReport) -> str:
@@ -271,7 +429,7 @@ def _message(report: CheckReport) -> str:
     which = "hidden case" if report.hidden else "case"
     parts = [f"{which} {report.cases_run} of {report.cases_total}: {report.failed_case}"]
     if report.library_called:
-        parts.append(f"called {', '.join(report.library_called)} (not allowed: implement it yourself)")
+        parts.append(f"called {', '.join(report.library_called)} (not available: implement it yourself)")
     for key in ("error", "difference", "expected", "got", "mistake", "hint"):
         value = getattr(report, key)
         if value:
@@ -281,7 +439,228 @@ def _message(report: CheckReport) -> str:
 
 
 def _clean(text: str, limit: int = 300) -> str:
-    return "".join(ch if ch.isprintable() else " " for ch in text)[:limit]
+    return "".join(ch if ch.isprintable() else " " for ch in str(text))[:limit]
+
+
+def _validate_options(cell_timeout: float, call_timeout: float, timeout: float, seed: int | None,
+                      limits: SandboxLimits | None, isolation: str | None) -> tuple[float, float, float, int | None]:
+    cell_timeout = check_float("cell_timeout", cell_timeout, minimum=0.0, strict_minimum=True)
+    call_timeout = check_float("call_timeout", call_timeout, minimum=0.0, strict_minimum=True)
+    timeout = check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
+    seed = check_optional_int("seed", seed, minimum=0)
+    if seed is not None and seed >= 2**63:
+        raise ValueError(f"seed must be < 2**63, got {seed}")
+    if limits is not None and not isinstance(limits, SandboxLimits):
+        raise TypeError(f"limits must be None or a SandboxLimits, got {type(limits).__name__}")
+    if isolation is not None:
+        check_choice("isolation", isolation, ("full", "limited"))
+    return cell_timeout, call_timeout, timeout, seed
+
+
+def _resolve_exercises(assignment: str | None, exercises: list[str] | None) -> tuple[str | None, list[str] | None]:
+    assignment = check_optional_str("assignment", assignment)
+    if assignment is not None and assignment not in chapters():
+        raise ValueError(f"unknown assignment {assignment!r}; chapters with exercises: {', '.join(chapters())}")
+    if exercises is not None:
+        check_str_sequence("exercises", exercises)
+        unknown = [e for e in exercises if e not in EXERCISES]
+        if unknown:
+            raise ValueError(f"unknown exercise(s) {unknown} in exercises; known: {sorted(EXERCISES)}")
+        if not exercises:
+            exercises = None
+    return assignment, exercises
+
+
+def grade_cells(
+    cells: list[str],
+    assignment: str,
+    *,
+    student: str = "student",
+    notebook: str = "",
+    exercises: list[str] | None = None,
+    cell_timeout: float = 60.0,
+    call_timeout: float = 60.0,
+    timeout: float = 300.0,
+    seed: int | None = None,
+    limits: SandboxLimits | None = None,
+    isolation: str | None = None,
+    hide: list[Path] | None = None,
+) -> GradeReport:
+    """Grade the code cells ``cells`` (their sources, in notebook order) of one submission for ``assignment`` (a
+    chapter, or ``"custom"`` with ``exercises``). Never raises for problems in the submission itself.
+
+    This is the grader's one entry point for a single submission (``make grade``, the folder grader and nbgrader's
+    sandboxed autograde all go through it): a :class:`GradeReport` with, per exercise, the score, the maximum, the
+    function's name, the diagnosis text and whether the failed case was hidden. Time limits in seconds:
+    ``cell_timeout`` per answer cell, ``call_timeout`` per exercise (its calls), ``timeout`` for everything (a
+    wall-clock limit). ``seed`` draws the hidden cases (default: a fresh secret, recorded in the report).
+    ``isolation``: ``"full"`` or ``"limited"`` (default: what the machine allows); ``hide``: folders that must not
+    be visible to the submission.
+    """
+    start = time.monotonic()
+    if isinstance(cells, (str, bytes)) or not isinstance(cells, list):
+        raise TypeError(f"cells must be a list of str, got {type(cells).__name__}")
+    check_str_sequence("cells", cells)
+    validate_name(check_str("student", student))
+    check_str("notebook", notebook)
+    cell_timeout, call_timeout, timeout, seed = _validate_options(cell_timeout, call_timeout, timeout, seed, limits,
+                                                                  isolation)
+    assignment = check_str("assignment", assignment)
+    hide = _check_folders("hide", hide)
+    if exercises is None:
+        if assignment not in chapters():
+            raise ValueError(f"unknown assignment {assignment!r}; chapters with exercises: {', '.join(chapters())}")
+        exercises = exercises_for_chapter(assignment)
+    else:
+        _resolve_exercises(None, exercises)
+    seed = secrets.randbits(63) if seed is None else seed
+    where = containment()
+    level = isolation or where.level
+    description = where.description if level == where.level else where.description.replace(where.level, level, 1)
+    report = GradeReport(student=student, notebook=notebook, assignment=assignment, isolation=description, seed=seed)
+    rng = np.random.default_rng(seed)
+    cases: dict[str, list[Case]] = {e: EXERCISES[e].cases(rng) for e in exercises}
+    selected = answer_cells(cells, [EXERCISES[e].function for e in exercises])
+    report.cells_run = selected
+    results: dict[str, CheckReport] = {}
+    not_graded: dict[str, str] = {}
+    cell_errors: dict[int, str] = {}
+    skip: set[int] = set()
+    remaining = list(exercises)
+    restarts = 0
+    hard = start + timeout
+    limits = limits or SandboxLimits()
+    unavailable = sorted({name for e in exercises for name in EXERCISES[e].library})
+
+    def out_of_time() -> bool:
+        return time.monotonic() >= hard - 0.05
+
+    if not selected:  # nothing defines the functions: no process needed
+        for e in exercises:
+            fn = EXERCISES[e].function
+            results[e] = judge(e, cases[e], [Outcome("missing", error=f"no code cell defines `{fn}` (was its cell "
+                                                                       "deleted or renamed?)")] * len(cases[e]))
+        remaining = []
+    while remaining and restarts <= MAX_RESTARTS and not out_of_time():
+        box = Sandbox(unavailable=unavailable, limits=limits, isolation=level, hide=hide, deadline=hard)
+        try:
+            box.start()
+        except (SandboxDied, SandboxTimeout) as exc:
+            if out_of_time():
+                break
+            report.problems.append(f"the sandbox could not start ({_clean(str(exc))})")
+            break
+        try:
+            try:
+                error = box.run_cell(GRADING_SETUP, limits.startup_seconds)
+            except (SandboxDied, SandboxTimeout) as exc:
+                if out_of_time():
+                    break
+                report.problems.append(f"the declared set-up could not run ({_clean(str(exc))})")
+                break
+            if error is not None:
+                report.problems.append(f"the declared set-up failed: {error} (a problem of the grader, not of the "
+                                       "submission)")
+                break
+            restart = False
+            for index in selected:
+                if index in skip:
+                    continue
+                limit = min(cell_timeout, hard - time.monotonic())
+                try:
+                    error = box.run_cell(cells[index], max(limit, 1e-3))
+                except SandboxTimeout:
+                    if out_of_time():
+                        break
+                    cell_errors[index] = f"ran past the time limit of {cell_timeout:g} s (stopped; grading went on " \
+                                         "without it)"
+                except SandboxDied as exc:
+                    why = "the memory limit was reached" if box.oom_killed else _clean(str(exc), 200)
+                    cell_errors[index] = f"its process died ({why}); grading went on without it"
+                else:
+                    if error is not None:
+                        cell_errors[index] = _clean(error)
+                    continue
+                skip.add(index)
+                restart = True
+                break
+            if out_of_time():
+                break
+            if restart:
+                restarts += 1
+                continue
+            for exercise in list(remaining):
+                ex = EXERCISES[exercise]
+                outcomes: list[Outcome | None] = []
+                deadline = min(time.monotonic() + call_timeout, hard)
+                dead = False
+                for case in cases[exercise]:
+                    left = deadline - time.monotonic()
+                    try:
+                        if left <= 0:
+                            raise SandboxTimeout
+                        outcome = box.call(ex.function, case.args, left)
+                    except SandboxTimeout:
+                        box.close()
+                        if out_of_time():
+                            outcome = None
+                        else:
+                            outcome = Outcome("timeout", error=f"your function did not return within the time "
+                                                               f"limit of {call_timeout:g} s (for all cases together)")
+                        dead = True
+                    except SandboxDied as exc:
+                        why = "the memory limit was reached" if box.oom_killed else _clean(str(exc), 200)
+                        outcome = Outcome("error", error=f"the process running your function died ({why})")
+                        dead = True
+                    if outcome is None:
+                        break
+                    outcomes.append(outcome)
+                    if dead or outcome.status != "ok":
+                        break
+                if out_of_time() and len(outcomes) < len(cases[exercise]) and \
+                        (not outcomes or outcomes[-1].status == "ok"):
+                    break
+                outcomes += [None] * (len(cases[exercise]) - len(outcomes))
+                results[exercise] = judge(exercise, cases[exercise], outcomes)
+                remaining.remove(exercise)
+                if dead:
+                    restarts += 1
+                    break
+        finally:
+            box.close()
+    for exercise in remaining:
+        if out_of_time():
+            not_graded[exercise] = f"the submission ran past the time limit of {timeout:g} s for its whole grading"
+        elif restarts > MAX_RESTARTS:
+            not_graded[exercise] = "the submission's process failed too often"
+        else:
+            not_graded[exercise] = "the checks could not run: " + ("; ".join(report.problems) or "unknown reason")
+    if any("time limit" in why for why in not_graded.values()):
+        report.problems.append(f"stopped: the submission ran past the time limit of {timeout:g} s")
+    for exercise in exercises:
+        ex = EXERCISES[exercise]
+        visible = sum(1 for c in cases[exercise] if not c.hidden)
+        counts = dict(function=ex.function, visible_cases=visible, hidden_cases=len(cases[exercise]) - visible)
+        result = results.get(exercise)
+        if result is None:
+            report.exercises.append(ExerciseGrade(exercise, 0.0, 1.0, "not graded", not_graded[exercise], **counts))
+        else:
+            report.exercises.append(ExerciseGrade(exercise, result.score, 1.0, "passed" if result.passed else "failed",
+                                                  _clean(_message(result), 2000),
+                                                  failed_hidden=result.hidden and not result.passed, **counts))
+    first_lines = {i: (cells[i].strip().splitlines() or [""])[0][:50] for i in cell_errors}
+    report.cell_errors = [f"code cell {i} ({first_lines[i]!r}): {cell_errors[i]}" for i in sorted(cell_errors)]
+    report.seconds = time.monotonic() - start
+    return report
+
+
+def _unreadable(student: str, notebook: str, assignment: str, exercises: list[str], reason: str,
+                isolation: str) -> GradeReport:
+    report = GradeReport(student=student, notebook=notebook, assignment=assignment, isolation=isolation)
+    report.problems.append(f"could not read the notebook: {reason}")
+    report.exercises = [ExerciseGrade(e, 0.0, 1.0, "unreadable", f"could not read the notebook: {reason}",
+                                      function=EXERCISES[e].function) for e in exercises]
+    return report
 
 
 def grade_notebook(
@@ -291,298 +670,380 @@ def grade_notebook(
     assignment: str | None = None,
     exercises: list[str] | None = None,
     out: Path | None = None,
-    cell_timeout: float = 120.0,
+    cell_timeout: float = 60.0,
     call_timeout: float = 60.0,
-    timeout: float = 900.0,
+    timeout: float = 300.0,
     seed: int | None = None,
     limits: SandboxLimits | None = None,
+    isolation: str | None = None,
 ) -> GradeReport:
-    """Grade one submission. Never raises for problems in the submission itself.
+    """Grade one notebook file (see :func:`grade_cells`). Never raises for problems in the submission itself: a
+    file that cannot be read (a symbolic link, a folder, empty, not JSON, another nbformat ...) gives rows with 0
+    and the reason. A path that does not exist is the caller's error (``ValueError``): nothing is graded.
 
-    ``assignment``: a chapter (default: from the path, see :func:`assignment_from_path`); ``exercises``: ids chosen
-    by hand instead. ``out``: the gradebook folder (hidden from the sandbox; nothing is written here). Time limits in
-    seconds: ``cell_timeout`` per code cell, ``call_timeout`` per exercise (its function calls only), ``timeout`` for
-    running all cells. ``seed`` draws the hidden cases (default: random, recorded in the report).
+    ``student``: the gradebook name (default: derived from the file name); ``assignment``: a chapter (default: the
+    chapter that names the notebook's folder); ``exercises``: ids chosen by hand instead; ``out``: the gradebook
+    folder (kept out of the sandbox's sight; nothing is written here).
     """
-    start = time.monotonic()
     path = check_path("path", path)
     if student is not None:
         try:
             validate_name(student)
         except (TypeError, ValueError) as error:
             raise type(error)(f"student: {error}") from None
-    student = student if student is not None else validate_name(sanitize_name(path.stem))
-    assignment = check_optional_str("assignment", assignment)
-    if assignment is not None and assignment not in chapters():
-        raise ValueError(f"unknown assignment {assignment!r}; chapters with exercises: {', '.join(chapters())}")
-    if exercises is not None:
-        check_str_sequence("exercises", exercises)
+    assignment, exercises = _resolve_exercises(assignment, exercises)
     if out is not None:
         out = check_path("out", out)
-    cell_timeout = check_float("cell_timeout", cell_timeout, minimum=0.0, strict_minimum=True)
-    call_timeout = check_float("call_timeout", call_timeout, minimum=0.0, strict_minimum=True)
-    timeout = check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
-    seed = check_optional_int("seed", seed, minimum=0)
-    if limits is not None and not isinstance(limits, SandboxLimits):
-        raise TypeError(f"limits must be None or a SandboxLimits, got {type(limits).__name__}")
+    _validate_options(cell_timeout, call_timeout, timeout, seed, limits, isolation)
+    if not os.path.lexists(path):
+        raise ValueError(f"the notebook {str(path)!r} does not exist (nothing was graded)")
+    if student is None:
+        student = derive_name(path.name[: -len(".ipynb")] if path.name.lower().endswith(".ipynb") else path.name)
+    data: bytes | None = None
+    try:
+        data = _open_regular(path)
+        reason = None
+    except ValueError as exc:
+        reason = str(exc)
     if exercises:
-        unknown = [e for e in exercises if e not in EXERCISES]
-        if unknown:
-            raise ValueError(f"unknown exercise(s) {unknown} in exercises; known: {sorted(EXERCISES)}")
         assignment = assignment or "custom"
     else:
         assignment = assignment or assignment_from_path(path)
         if assignment is None:
             raise ValueError(f"cannot tell which assignment {path.name} is: pass --assignment (ASSIGNMENT=), one of "
-                             f"{', '.join(chapters())}")
-        exercises = exercises_for_chapter(assignment)
-    seed = secrets.randbelow(2**31) if seed is None else int(seed)
-    report = GradeReport(student=student, notebook=str(path), assignment=assignment, isolation=isolation_level(),
-                         seed=seed)
-    try:
-        cells = read_submission(path)
-    except (ValueError, OSError) as exc:
-        reason = f"could not read the notebook: {exc}"
-        report.problems.append(reason)
-        report.exercises = [ExerciseGrade(e, 0.0, 1.0, "unreadable", reason) for e in exercises]
-        report.seconds = time.monotonic() - start
-        return report
-
-    rng = np.random.default_rng(seed)
-    cases = {e: EXERCISES[e].cases(rng) for e in exercises}
-    library = sorted({name for e in exercises for name in EXERCISES[e].library})
-    hide, keep = _hidden_folders(path, out)
-    results: dict[str, CheckReport] = {}
-    cell_errors: dict[int, str] = {}
-    skip: set[int] = set()
-    remaining = list(exercises)
-    restarts = 0
-    cells_deadline = time.monotonic() + timeout
-    while remaining and restarts <= MAX_RESTARTS:
-        sandbox = Sandbox(limits=limits or SandboxLimits(), hide=hide, keep=keep, isolation=report.isolation)
+                             f"{', '.join(chapters())}{_metadata_hint(data)}")
+    ids = exercises or exercises_for_chapter(assignment)
+    where = containment()
+    description = where.description if (isolation or where.level) == where.level else \
+        where.description.replace(where.level, isolation or where.level, 1)
+    if reason is None:
         try:
-            sandbox.start()
-        except (SandboxDied, SandboxTimeout) as exc:
-            report.problems.append(f"the sandbox could not start ({_clean(str(exc))})")
-            break
-        try:
-            # 1. the notebook's code cells, in order
-            restart = False
-            for index, source in enumerate(cells):
-                if index in skip:
-                    continue
-                left = cells_deadline - time.monotonic()
-                if left <= 0:
-                    if "time limit" not in " ".join(report.problems):
-                        report.problems.append(f"the notebook's cells ran past the limit of {timeout:g} s; the "
-                                               "remaining cells were not run")
-                    break
-                try:
-                    error = sandbox.run_cell(source, min(cell_timeout, left))
-                except SandboxTimeout:
-                    cell_errors[index] = f"ran past the time limit of {min(cell_timeout, left):g} s (interrupted; " \
-                                         "the notebook was run again without it)"
-                except SandboxDied:
-                    cell_errors[index] = "its process died (memory limit, os._exit, a signal ...); the notebook " \
-                                         "was run again without it"
-                else:
-                    if error is not None:
-                        cell_errors[index] = _clean(error)
-                    continue
-                skip.add(index)
-                restart = True
-                break
-            if restart:
-                restarts += 1
-                continue
-            # 2. the checks, with the library's implementations unavailable
-            try:
-                sandbox.lock(library)
-            except (SandboxDied, SandboxTimeout):
-                restarts += 1
-                continue
-            for exercise in list(remaining):
-                ex = EXERCISES[exercise]
-                outcomes: list[Outcome | None] = []
-                deadline = time.monotonic() + call_timeout
-                dead = False
-                for case in cases[exercise]:
-                    try:
-                        outcome = sandbox.call(ex.function, case.args, max(0.0, deadline - time.monotonic()))
-                    except SandboxTimeout:
-                        outcome = Outcome("timeout", error=f"your function did not return within the time limit of "
-                                                           f"{call_timeout:g} s (for all cases together)")
-                        dead = True
-                    except SandboxDied as exc:
-                        outcome = Outcome("error", error=f"the process running your function died ({_clean(str(exc))}; "
-                                                         "memory limit, os._exit, a signal ...)")
-                        dead = True
-                    outcomes.append(outcome)
-                    if dead or outcome.status != "ok":
-                        break
-                outcomes += [None] * (len(cases[exercise]) - len(outcomes))
-                results[exercise] = judge(exercise, cases[exercise], outcomes)
-                remaining.remove(exercise)
-                if dead:
-                    restarts += 1
-                    break
-        finally:
-            sandbox.close()
-    for exercise in exercises:
-        result = results.get(exercise)
-        if result is None:
-            why = "the sandbox failed too often" if restarts > MAX_RESTARTS else "the checks could not run"
-            report.exercises.append(ExerciseGrade(exercise, 0.0, 1.0, "not graded", why))
-        else:
-            report.exercises.append(ExerciseGrade(exercise, result.score, 1.0, "passed" if result.passed else "failed",
-                                                  _clean(_message(result), 2000)))
-    first_lines = {i: (cells[i].strip().splitlines() or [""])[0][:50] for i in cell_errors}
-    report.cell_errors = [f"cell {i} ({first_lines[i]!r}): {cell_errors[i]}" for i in sorted(cell_errors)]
-    report.seconds = time.monotonic() - start
-    return report
+            cells = _cells_from_bytes(data)  # type: ignore[arg-type]
+        except ValueError as exc:
+            reason = str(exc)
+    if reason is not None:
+        return _unreadable(student, str(path), assignment, ids, reason, description)
+    hide = [path.resolve().parent] + ([out.resolve()] if out is not None else [])
+    return grade_cells(cells, assignment, student=student, notebook=str(path), exercises=exercises,
+                       cell_timeout=cell_timeout, call_timeout=call_timeout, timeout=timeout, seed=seed,
+                       limits=limits, isolation=isolation, hide=hide)
 
 
 # --------------------------------------------------------------------------- a folder
 
 
-def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, jobs: int | None = None,
-                 progress: bool = True, **options) -> list[GradeReport]:
-    """Grade every ``*.ipynb`` in ``folder`` (not recursive), ``jobs`` at a time, recording each in the gradebook
-    under ``out`` as soon as it is graded. Names come from the file names (sanitised, made unique)."""
+class GradingInterrupted(Exception):
+    """Ctrl-C (or SIGTERM) stopped a batch; the exports were written for what was graded."""
+
+
+@dataclass
+class FolderResult:
+    """The outcome of grading a folder: ``reports`` (recorded), ``intake`` (every file and roster student, with what
+    happened to it), ``interrupted`` (Ctrl-C stopped the batch) and ``seconds``."""
+
+    reports: list[GradeReport]
+    intake: list[Intake]
+    interrupted: bool = False
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reports, list) or not all(isinstance(r, GradeReport) for r in self.reports):
+            raise TypeError(f"reports must be a list of GradeReport, got {type(self.reports).__name__}")
+        if not isinstance(self.intake, list) or not all(isinstance(i, Intake) for i in self.intake):
+            raise TypeError(f"intake must be a list of Intake, got {type(self.intake).__name__}")
+        check_bool("interrupted", self.interrupted)
+        self.seconds = check_float("seconds", self.seconds, minimum=0.0)
+
+
+def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, roster: Path | None = None,
+                 roster_column: str | None = None, jobs: int | None = None, progress: bool = True,
+                 replace: bool = False, **options: Any) -> FolderResult:
+    """Grade every notebook in ``folder`` (not recursive), ``jobs`` at a time, recording each in the gradebook under
+    ``out`` as soon as it is graded and writing the exports at the end (also after Ctrl-C).
+
+    Whose file is which comes from ``roster`` (a CSV file, see ``course_pe.coursework.roster``) or from the file
+    names (checked, never renamed); ``roster_column`` names the roster's student column when it is not one of the
+    usual ones. Students who already have grades for the assignment make this a ``ValueError``
+    before anything is graded, unless ``replace`` is True. ``options``: those of :func:`grade_cells` (timeouts, seed,
+    limits, isolation, exercises). Raises :class:`GradingInterrupted` (after writing the exports) on Ctrl-C.
+    """
+    started = time.monotonic()
     folder = check_path("folder", folder)
     if not folder.is_dir():
         raise ValueError(f"folder {str(folder)!r} is not a folder")
-    assignment = check_optional_str("assignment", assignment)
-    if assignment is not None and assignment not in chapters():
-        raise ValueError(f"unknown assignment {assignment!r}; chapters with exercises: {', '.join(chapters())}")
+    assignment, exercises = _resolve_exercises(assignment, options.pop("exercises", None))
     out = check_path("out", out)
+    if roster is not None:
+        roster = check_path("roster", roster)
+    roster_column = check_optional_str("roster_column", roster_column)
     jobs = check_optional_int("jobs", jobs, minimum=1)
     check_bool("progress", progress)
-    assignment = assignment or assignment_from_path(folder / "x.ipynb")
-    if assignment is None and not options.get("exercises"):
-        raise ValueError(f"cannot tell which assignment {folder} holds: pass --assignment (ASSIGNMENT=), one of "
-                         f"{', '.join(chapters())}")
-    files = sorted(p for p in folder.iterdir() if p.name.endswith(".ipynb"))
-    names: dict[Path, str] = {}
-    used: set[str] = set()
-    for p in files:
-        name, n = sanitize_name(p.name[: -len(".ipynb")]), 1
-        while name in used:
-            n += 1
-            name = f"{sanitize_name(p.name[: -len('.ipynb')])[:60]}-{n}"
-        used.add(name)
-        names[p] = name
-    jobs = jobs or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    check_bool("replace", replace)
+    unknown = set(options) - {"cell_timeout", "call_timeout", "timeout", "seed", "limits", "isolation"}
+    if unknown:
+        raise TypeError(f"unexpected options {sorted(unknown)}")
+    _validate_options(options.get("cell_timeout", 60.0), options.get("call_timeout", 60.0),
+                      options.get("timeout", 300.0), options.get("seed"), options.get("limits"),
+                      options.get("isolation"))
+    if exercises:
+        assignment = assignment or "custom"
+    else:
+        assignment = assignment or assignment_from_path(folder / "x.ipynb")
+        if assignment is None:
+            raise ValueError(f"cannot tell which assignment {folder} holds: pass --assignment (ASSIGNMENT=), one of "
+                             f"{', '.join(chapters())}")
+    ids = exercises or exercises_for_chapter(assignment)
+    entries = intake(folder, read_roster(roster, roster_column) if roster is not None else None)
+    to_grade = [e for e in entries if e.status in ("grade", "refused")]
     book = Gradebook(out)
-    reports: list[GradeReport] = []
+    already = book.graded(assignment)
+    clash = sorted(e.student for e in to_grade if e.student in already)
+    if clash and not replace:
+        shown = ", ".join(clash[:10]) + (f" and {len(clash) - 10} more" if len(clash) > 10 else "")
+        raise ValueError(f"{len(clash)} student(s) already have grades for {assignment} in {out}: {shown}. Nothing "
+                         "was graded. Pass --replace (REPLACE=1) to grade them again and replace those grades, or "
+                         "grade into another folder (GRADES=...)")
+    jobs = jobs or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    level = options.get("isolation") or containment().level
+    where = containment()
+    description = where.description if level == where.level else where.description.replace(where.level, level, 1)
+    seconds = options.get("timeout", 300.0)
+    prepare(level)  # the template process belongs to this (main) thread, not to a worker
+    allow_new()
+    stop = threading.Event()
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    hide = [folder.resolve(), out.resolve()]
 
-    def one(p: Path) -> GradeReport:
+    def one(entry: Intake) -> GradeReport | None:
+        if stop.is_set():
+            return None
+        student = entry.student
+        assert student is not None and entry.raw is not None
+        if entry.status == "refused":
+            return _unreadable(student, entry.file, assignment, ids, entry.detail, description)
         try:
-            return grade_notebook(p, student=names[p], assignment=assignment, out=out, **options)
+            data = _open_regular(Path(os.fsdecode(entry.raw)), dir_fd=dir_fd)
+            cells = _cells_from_bytes(data)
+        except ValueError as exc:
+            return _unreadable(student, entry.file, assignment, ids, str(exc), description)
+        try:
+            report = grade_cells(cells, assignment, student=student, notebook=entry.file,
+                                 exercises=exercises, hide=hide, **options)
         except Exception as exc:  # never let one student stop the batch
-            report = GradeReport(student=names[p], notebook=str(p), assignment=assignment or "custom",
-                                 isolation=isolation_level())
+            report = GradeReport(student=student, notebook=entry.file, assignment=assignment, isolation=description)
             report.problems.append(f"the grader failed on this submission: {type(exc).__name__}: {_clean(str(exc))}")
-            ids = options.get("exercises") or exercises_for_chapter(assignment)
-            report.exercises = [ExerciseGrade(e, 0.0, 1.0, "not graded", report.problems[0]) for e in ids]
-            return report
+            report.exercises = [ExerciseGrade(e, 0.0, 1.0, "not graded", report.problems[0],
+                                              function=EXERCISES[e].function) for e in ids]
+        if stop.is_set():
+            return None  # interrupted while grading: its partial result is not recorded
+        if entry.detail:
+            report.problems.insert(0, entry.detail)
+        return report
 
     from tqdm import tqdm
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(one, p) for p in files]
-        with tqdm(total=len(files), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:
-            for future in as_completed(futures):
-                report = future.result()
-                book.record(report)
-                reports.append(report)
-                bar.update(1)
-    book.export()
-    return sorted(reports, key=lambda r: r.student)
+    reports: list[GradeReport] = []
+    interrupted = False
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        def on_signal(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM,)}
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
+    try:
+        futures: dict[Future, Intake] = {pool.submit(one, e): e for e in to_grade}
+        pending = set(futures)
+        with tqdm(total=len(to_grade), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:
+            try:
+                while pending:
+                    done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        report = future.result()
+                        if report is not None:
+                            book.record(report)
+                            reports.append(report)
+                        bar.update(1)
+            except KeyboardInterrupt:
+                interrupted = True
+                stop.set()
+                old = signal.signal(signal.SIGINT, signal.SIG_IGN) \
+                    if threading.current_thread() is threading.main_thread() else None
+                try:
+                    for future in pending:
+                        future.cancel()
+                    kill_all(refuse_new=True)
+                    for future in list(pending):
+                        try:
+                            future.result(timeout=seconds + 30)
+                        except Exception:  # noqa: BLE001 - cancelled or failed: not recorded
+                            pass
+                        kill_all()
+                finally:
+                    if old is not None:
+                        signal.signal(signal.SIGINT, old)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        allow_new()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        os.close(dir_fd)
+        book.export()
+    recorded = {r.student for r in reports}
+    final = [Intake(e.file, e.student, e.status if e.student in recorded or e.status not in ("grade", "refused")
+                    else "not graded (interrupted)" if interrupted else e.status, e.detail, e.raw) for e in entries]
+    result = FolderResult(sorted(reports, key=lambda r: r.student.lower()), final, interrupted,
+                          time.monotonic() - started)
+    if interrupted:
+        raise GradingInterrupted(result)
+    return result
 
 
-def summary_table(reports: list[GradeReport]) -> str:
-    """A plain-text table: one line per student, then how many passed each exercise."""
-    if not reports:
-        return "no submissions"
-    ids = list(dict.fromkeys(e.exercise for r in reports for e in r.exercises))
-    width = max(8, *(len(r.student) for r in reports))
-    short = {e: e[:12] for e in ids}
-    header = f"{'student':<{width}}  {'score':>7}  " + "  ".join(f"{short[e]:>12}" for e in ids) + "  notes"
-    lines = [header, "-" * len(header)]
-    for r in reports:
-        status = {e.exercise: e.status for e in r.exercises}
-        notes = "; ".join(r.problems)[:60]
-        lines.append(f"{r.student:<{width}}  {r.score:>3g}/{r.max_score:<3g}  "
-                     + "  ".join(f"{status.get(e, '-'):>12}" for e in ids) + f"  {notes}")
-    lines.append("-" * len(header))
-    passed = {e: sum(1 for r in reports for g in r.exercises if g.exercise == e and g.status == "passed") for e in ids}
-    lines.append(f"{'passed':<{width}}  {'':>7}  " + "  ".join(f"{passed[e]:>9}/{len(reports):<2}" for e in ids))
+def summary_table(result: FolderResult | list[GradeReport]) -> str:
+    """A plain-text table: one line per student, how many passed each exercise, then every file that was not graded
+    (unknown, duplicate, refused ...) and every roster student without a submission."""
+    if not isinstance(result, FolderResult) and (not isinstance(result, list) or not all(
+            isinstance(r, GradeReport) for r in result)):
+        raise TypeError(f"result must be a FolderResult or a list of GradeReport, got {type(result).__name__}")
+    reports = result.reports if isinstance(result, FolderResult) else result
+    entries = result.intake if isinstance(result, FolderResult) else []
+    lines: list[str] = []
+    if reports:
+        ids = list(dict.fromkeys(e.exercise for r in reports for e in r.exercises))
+        width = max(8, *(len(r.student) for r in reports))
+        short = {e: e[:12] for e in ids}
+        header = f"{'student':<{width}}  {'score':>7}  " + "  ".join(f"{short[e]:>12}" for e in ids) + "  notes"
+        lines += [header, "-" * len(header)]
+        for r in reports:
+            status = {e.exercise: e.status for e in r.exercises}
+            notes = "; ".join(r.problems + [f"{len(r.cell_errors)} answer cell(s) raised" if r.cell_errors else ""])
+            lines.append(f"{r.student:<{width}}  {r.score:>3g}/{r.max_score:<3g}  "
+                         + "  ".join(f"{status.get(e, '-'):>12}" for e in ids) + f"  {notes.strip('; ')[:80]}")
+        lines.append("-" * len(header))
+        passed = {e: sum(1 for r in reports for g in r.exercises if g.exercise == e and g.status == "passed")
+                  for e in ids}
+        lines.append(f"{'passed':<{width}}  {'':>7}  " + "  ".join(f"{passed[e]:>9}/{len(reports):<2}" for e in ids))
+    else:
+        lines.append("no submissions graded")
+    others = [e for e in entries if e.status not in ("grade", "refused")]
+    if others:
+        lines.append("")
+        lines.append("not graded:")
+        for e in others:
+            what = e.file or f"(student {e.student})"
+            lines.append(f"  {e.status:>12}  {_clean(what, 80)}: {_clean(e.detail, 160)}")
     return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- command line
 
 
+def _truthy(text: str) -> bool:
+    return text.strip().lower() in ("1", "yes", "true", "on")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The command line (``python -m course_pe.coursework.grade --help``); ``argv`` is None (``sys.argv``) or a list of str."""
+    """The command line (``python -m course_pe.coursework.grade --help``); ``argv`` is None (``sys.argv``) or a list of
+    str."""
     argv = sys.argv[1:] if argv is None else check_argv("argv", argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebook", type=Path, nargs="?")
-    parser.add_argument("--dir", type=Path, help="grade every .ipynb in this folder")
+    parser.add_argument("--dir", type=Path, help="grade every notebook in this folder")
+    parser.add_argument("--roster", type=Path, help="CSV file: whose submission is which (see roster.py)")
+    parser.add_argument("--roster-column", help="the roster's student column, when it is none of the usual ones")
     parser.add_argument("--from-env", action="store_true",
-                        help="read NB, DIR, STUDENT, ASSIGNMENT, JOBS and GRADES (the --out folder) from the environment (used by make)")
-    parser.add_argument("--student", help="name used in the report and the gradebook (default: the file name)")
-    parser.add_argument("--assignment", help=f"chapter: {', '.join(chapters())} (default: from the path)")
+                        help="read NB, DIR, ROSTER, ROSTER_COLUMN, STUDENT, ASSIGNMENT, JOBS, GRADES (the --out folder), "
+                             "REPLACE and ISOLATION from the environment (used by make)")
+    parser.add_argument("--student", help="name used in the gradebook (one notebook; default: the file name)")
+    parser.add_argument("--assignment", help=f"chapter: {', '.join(chapters())} (default: from the folder's name)")
     parser.add_argument("--exercises", help="comma-separated exercise ids instead of an assignment's")
     parser.add_argument("--out", type=Path, default=Path("grades"))
     parser.add_argument("--jobs", type=int, help="submissions graded at once with --dir (default: available cores)")
-    parser.add_argument("--cell-timeout", type=float, default=120, help="seconds per code cell")
+    parser.add_argument("--replace", action="store_true", help="replace existing grades of the students graded")
+    parser.add_argument("--isolation", choices=("full", "limited"),
+                        help="'limited' allows grading without root (unsafe with hostile submissions)")
+    parser.add_argument("--cell-timeout", type=float, default=60, help="seconds per answer cell")
     parser.add_argument("--call-timeout", type=float, default=60, help="seconds per exercise (its calls only)")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds for all the notebook's cells")
-    parser.add_argument("--seed", type=int, help="seed of the hidden cases (default: random, recorded)")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds for a whole submission (wall clock)")
+    parser.add_argument("--seed", type=int, help="seed of the hidden cases (default: a fresh secret per submission)")
     args = parser.parse_args(argv)
     if args.from_env:
-        env = {k: os.environ.get(k, "").strip() for k in ("NB", "DIR", "STUDENT", "ASSIGNMENT", "JOBS", "GRADES")}
+        env = {k: os.environ.get(k, "").strip() for k in ("NB", "DIR", "ROSTER", "ROSTER_COLUMN", "STUDENT",
+                                                           "ASSIGNMENT", "JOBS", "GRADES", "REPLACE", "ISOLATION")}
         if env["GRADES"]:
             args.out = Path(env["GRADES"])
         args.notebook = Path(env["NB"]) if env["NB"] else None
         args.dir = Path(env["DIR"]) if env["DIR"] else None
+        args.roster = Path(env["ROSTER"]) if env["ROSTER"] else None
+        args.roster_column = env["ROSTER_COLUMN"] or None
         args.student = env["STUDENT"] or None
         args.assignment = env["ASSIGNMENT"] or None
+        args.replace = _truthy(env["REPLACE"])
+        if env["ISOLATION"]:
+            if env["ISOLATION"] not in ("full", "limited"):
+                print(f"error: ISOLATION must be full or limited, not {env['ISOLATION']!r}", file=sys.stderr)
+                return 2
+            args.isolation = env["ISOLATION"]
         if env["JOBS"]:
             if not env["JOBS"].isdigit() or int(env["JOBS"]) < 1:
                 print(f"error: JOBS must be a positive integer, not {env['JOBS']!r}", file=sys.stderr)
                 return 2
             args.jobs = int(env["JOBS"])
     if (args.notebook is None) == (args.dir is None):
-        print("usage: make grade NB=path/to/submission.ipynb [STUDENT=name] [ASSIGNMENT=chapter]\n"
-              "   or: make grade DIR=path/to/folder/ [ASSIGNMENT=chapter] [JOBS=n]", file=sys.stderr)
+        print("usage: make grade NB=path/to/submission.ipynb STUDENT=name [ASSIGNMENT=chapter] [REPLACE=1]\n"
+              "   or: make grade DIR=path/to/folder/ [ROSTER=roster.csv] [ASSIGNMENT=chapter] [JOBS=n] [REPLACE=1]",
+              file=sys.stderr)
+        return 2
+    where = containment()
+    if args.isolation == "full" and where.level != "full" or args.isolation is None and where.level != "full":
+        print("error: full isolation is not available here (" + "; ".join(where.notes) + "). Grade as root on "
+              "Linux, or pass ISOLATION=limited (--isolation limited) to grade anyway: a hostile submission can then "
+              "read the book and the gradebook and change grades (see the instructor guide, threat model)",
+              file=sys.stderr)
         return 2
     exercises = [e.strip() for e in args.exercises.split(",") if e.strip()] if args.exercises else None
     options = dict(exercises=exercises, cell_timeout=args.cell_timeout, call_timeout=args.call_timeout,
-                   timeout=args.timeout, seed=args.seed)
+                   timeout=args.timeout, seed=args.seed, isolation=args.isolation)
     try:
-        if args.assignment is not None and args.assignment not in chapters():
-            raise ValueError(f"unknown assignment {args.assignment!r}; chapters with exercises: {', '.join(chapters())}")
         if args.dir is not None:
             if args.student:
-                raise ValueError("--student (STUDENT=) names one submission; with --dir names come from file names")
-            started = time.monotonic()
-            reports = grade_folder(args.dir, assignment=args.assignment, out=args.out, jobs=args.jobs, **options)
-            print(summary_table(reports))
-            print(f"graded {len(reports)} notebooks in {time.monotonic() - started:.0f} s (isolation "
-                  f"{isolation_level()}); wrote {args.out / 'gradebook.sqlite'}, {args.out / 'grades_wide.csv'}, "
-                  f"{args.out / 'grades_long.csv'}")
+                raise ValueError("--student (STUDENT=) names one submission; with --dir names come from a roster "
+                                 "(ROSTER=) or the file names")
+            try:
+                result = grade_folder(args.dir, assignment=args.assignment, out=args.out, roster=args.roster,
+                                      roster_column=args.roster_column, jobs=args.jobs, replace=args.replace,
+                                      **options)
+            except GradingInterrupted as stop:
+                result = stop.args[0]
+                print(summary_table(result))
+                print(f"interrupted: {len(result.reports)} notebook(s) graded and recorded before Ctrl-C; every "
+                      f"sandbox was killed; wrote {args.out / 'grades_wide.csv'} and {args.out / 'grades_long.csv'}",
+                      file=sys.stderr)
+                return 130
+            print(summary_table(result))
+            level = options["isolation"] or where.level
+            description = where.description if level == where.level else \
+                where.description.replace(where.level, level, 1)
+            print(f"graded {len(result.reports)} notebooks in {result.seconds:.0f} s (isolation {description}); wrote "
+                  f"{args.out / 'gradebook.sqlite'}, {args.out / 'grades_wide.csv'}, {args.out / 'grades_long.csv'}")
             return 0
-        if args.student is not None:
-            validate_name(args.student)
+        if args.roster is not None:
+            raise ValueError("--roster (ROSTER=) is for a folder (DIR=); with one notebook pass STUDENT=")
+        if args.student is None:
+            raise ValueError("STUDENT= (--student) is required with one notebook: the file name is not an identity")
+        validate_name(args.student)
+        if not os.path.lexists(args.notebook):
+            raise ValueError(f"the notebook {str(args.notebook)!r} does not exist; nothing was graded or recorded")
+        book = Gradebook(args.out)
+        assignment = args.assignment or ("custom" if exercises else assignment_from_path(args.notebook))
+        if assignment and not args.replace and args.student in book.graded(assignment):
+            raise ValueError(f"{args.student} already has a grade for {assignment} (graded "
+                             f"{book.graded(assignment)[args.student]}); pass REPLACE=1 (--replace) to replace it")
         report = grade_notebook(args.notebook, student=args.student, assignment=args.assignment, out=args.out,
                                 **options)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    book = Gradebook(args.out)
     json_file = book.record(report)
     book.export()
     print(report.text())

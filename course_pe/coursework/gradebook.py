@@ -1,17 +1,20 @@
 """The gradebook: grades in SQLite, exports for a learning management system (LMS), per-student reports.
 
-Files under the gradebook folder (``grades/`` by default):
+Files under the gradebook folder (``grades/`` by default), readable by their owner only (the folder is created with
+mode 0700, every file 0600: they hold students' names, grades and messages):
 
 * ``gradebook.sqlite``: table ``grades`` with one row per (student, assignment, exercise): score, max_score, status,
   message, notebook, graded_at (UTC, ISO 8601), seed. Recording a student's assignment replaces all of that
-  student's rows for it in one transaction (a regrade never duplicates); SQLite's locking with a generous busy
-  timeout makes concurrent graders (several ``make grade`` at once) safe.
+  student's rows for it in one transaction (a regrade never duplicates); the grader refuses to replace existing
+  rows unless asked to (``--replace``, ``REPLACE=1``). SQLite's locking with a generous busy timeout makes
+  concurrent graders (several ``make grade`` at once) safe.
 * ``grades_wide.csv``: one row per student, one column per exercise (score), then total and max: for an LMS import.
 * ``grades_long.csv``: one row per student and exercise with status and message.
 * ``<assignment>/<student>.json``: the full report of the student's latest grading.
 
-Exports are rewritten from the database after each recording, through a temporary file and an atomic rename, so a
-reader never sees a half-written file.
+An export holds the database's write lock from reading the rows to renaming the files into place, so two graders
+exporting at once cannot write an export that misses a grade recorded in between; files are written to a
+temporary name and renamed, so a reader never sees a half-written file.
 """
 
 from __future__ import annotations
@@ -23,10 +26,9 @@ import sqlite3
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .grade import GradeReport
+from .names import validate_name
 
 __all__ = ["Gradebook"]
 
@@ -48,7 +50,7 @@ CREATE TABLE IF NOT EXISTS grades (
 
 
 class Gradebook:
-    """The gradebook in folder ``folder`` (created on first use)."""
+    """The gradebook in folder ``folder`` (created on first use, mode 0700)."""
 
     def __init__(self, folder: Path) -> None:
         if not isinstance(folder, (str, os.PathLike)) or isinstance(folder, bytes):
@@ -59,23 +61,36 @@ class Gradebook:
         self.database = self.folder / "gradebook.sqlite"
 
     def _connect(self) -> sqlite3.Connection:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self.database.exists():
+            os.close(os.open(self.database, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
         connection = sqlite3.connect(self.database, timeout=300, isolation_level=None)
         connection.execute("PRAGMA busy_timeout = 300000")
         connection.execute(_SCHEMA)
         return connection
 
-    def record(self, report: GradeReport) -> Path:
-        """Replace ``report.student``'s rows for ``report.assignment`` by the report's; write its JSON report.
-        Returns the JSON file's path. The student name must already be valid (``grade.validate_name``)."""
-        from .grade import validate_name
+    def _rows(self, connection: sqlite3.Connection) -> list[dict[str, Any]]:
+        from .exercises import EXERCISES
 
-        # by its fields, not isinstance: ``python -m course_pe.coursework.grade`` makes its reports from ``__main__.GradeReport``
+        order = {e: i for i, e in enumerate(EXERCISES)}
+        connection.row_factory = sqlite3.Row
+        rows = [dict(r) for r in connection.execute("SELECT * FROM grades")]
+        connection.row_factory = None
+        return sorted(rows, key=lambda r: (r["student"], r["assignment"], order.get(r["exercise"], len(order)),
+                                           r["exercise"]))
+
+    def record(self, report: Any) -> Path:
+        """Replace ``report.student``'s rows for ``report.assignment`` by the report's and write its JSON report
+        (under the database's write lock). Returns the JSON file's path. ``report`` is a
+        :class:`course_pe.coursework.grade.GradeReport` (checked by its fields); its student name must be valid
+        (``course_pe.coursework.names.validate_name``)."""
+        # by its fields, not isinstance: ``python -m course_pe.coursework.grade`` makes its reports from
+        # ``__main__.GradeReport``, and the gradebook must not import the grader (no import circle)
         if not all(hasattr(report, a) for a in ("student", "assignment", "notebook", "exercises", "seed", "to_json")):
             raise TypeError(f"report must be a GradeReport, got {type(report).__name__}")
         try:
             validate_name(report.student)
-        except ValueError as error:
+        except (TypeError, ValueError) as error:
             raise ValueError(f"report.student: {error}") from None
         assignment = report.assignment or "custom"
         if not isinstance(assignment, str) or not all(ch.isalnum() or ch in "._-" for ch in assignment) \
@@ -84,11 +99,13 @@ class Gradebook:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         rows = [(report.student, assignment, e.exercise, float(e.score), float(e.max_score), e.status, e.message,
                  report.notebook, now, report.seed) for e in report.exercises]
+        json_file = self.folder / assignment / f"{report.student}.json"
         connection = self._connect()
         try:
             connection.execute("BEGIN IMMEDIATE")
             connection.execute("DELETE FROM grades WHERE student = ? AND assignment = ?", (report.student, assignment))
             connection.executemany("INSERT INTO grades VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            _atomic_write(json_file, json.dumps(report.to_json(), indent=2, ensure_ascii=False))
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
@@ -96,27 +113,43 @@ class Gradebook:
             raise
         finally:
             connection.close()
-        json_file = self.folder / assignment / f"{report.student}.json"
-        _atomic_write(json_file, json.dumps(report.to_json(), indent=2, ensure_ascii=False))
         return json_file
+
+    def graded(self, assignment: str) -> dict[str, str]:
+        """Students who already have grades for ``assignment``, with the time of their latest grading."""
+        if not isinstance(assignment, str):
+            raise TypeError(f"assignment must be a str, got {type(assignment).__name__}")
+        if not self.database.exists():
+            return {}
+        connection = self._connect()
+        try:
+            return {s: t for s, t in connection.execute(
+                "SELECT student, MAX(graded_at) FROM grades WHERE assignment = ? GROUP BY student", (assignment,))}
+        finally:
+            connection.close()
 
     def rows(self) -> list[dict[str, Any]]:
         """Every row, ordered by student, assignment and the registry's exercise order."""
-        from .exercises import EXERCISES
-
-        order = {e: i for i, e in enumerate(EXERCISES)}
         connection = self._connect()
         try:
-            connection.row_factory = sqlite3.Row
-            rows = [dict(r) for r in connection.execute("SELECT * FROM grades")]
+            return self._rows(connection)
         finally:
             connection.close()
-        return sorted(rows, key=lambda r: (r["student"], r["assignment"], order.get(r["exercise"], len(order)),
-                                           r["exercise"]))
 
     def export(self) -> tuple[Path, Path]:
-        """Write ``grades_wide.csv`` and ``grades_long.csv`` from the database; return their paths."""
-        rows = self.rows()
+        """Write ``grades_wide.csv`` and ``grades_long.csv`` from the database, holding its write lock from reading
+        the rows to renaming the files; return their paths."""
+        connection = self._connect()
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                return self._export(self._rows(connection))
+            finally:
+                connection.execute("COMMIT")
+        finally:
+            connection.close()
+
+    def _export(self, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
         exercises = list(dict.fromkeys(r["exercise"] for r in sorted(rows, key=lambda r: _exercise_rank(r["exercise"]))))
         students = list(dict.fromkeys(r["student"] for r in rows))
         wide = self.folder / "grades_wide.csv"
@@ -161,8 +194,8 @@ def _csv_text(lines: list[list[Any]]) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)

@@ -15,10 +15,13 @@ Each source notebook holds the chapter's exercises, in the chapter's order, afte
 * a coding exercise (a ``solution``-tagged cell of the chapter that defines a function of the registry
   ``course_pe.coursework.exercises.EXERCISES``) becomes an autograded-answer cell, in which each function keeps its signature and
   docstring and its body lies between ``### BEGIN SOLUTION`` and ``### END SOLUTION``, followed by a locked
-  autograder-test cell worth ``--points-code`` points. Its hidden tests (``### BEGIN HIDDEN TESTS``) call
-  ``course_pe.coursework.exercises.check``, the same check that ``make grade`` runs, so a failure message names the failing case,
-  expected and obtained values and any recognised classic mistake. Its visible tests are small examples taken from
-  the book (``VISIBLE_TESTS``), which students can run before submitting;
+  autograder-test cell worth ``--points-code`` points. Its visible tests are small examples taken from the book
+  (``VISIBLE_TESTS``), which students can run before submitting. Its hidden tests (``### BEGIN HIDDEN TESTS``) are
+  the course's check with the visible *and* the randomised hidden cases, drawn with a fresh secret seed
+  (``course_pe.coursework.exercises.check(..., hidden=True)``), so that a failure names the failing case, the
+  expected and obtained values and any recognised classic mistake. With the ``nbgrader_config.py`` written here,
+  nbgrader's autograde does not run these cells in a kernel at all: :mod:`course_pe.coursework.nbgrader_autograde`
+  grades the answer cells in the sandbox of ``make grade`` and writes the verdicts into the test cells;
 * a written exercise becomes a manually graded markdown answer cell worth ``--points-written`` points, holding the
   book's worked solution between the solution markers (nbgrader replaces it by "YOUR ANSWER HERE" on release).
 
@@ -321,10 +324,12 @@ def autograder_cell_source(exercise_id: str, points: float) -> str:
     )
     hidden = textwrap.dedent(f"""\
         ### BEGIN HIDDEN TESTS
-        # The course's own check, the one `make grade` runs: all its cases; a failure names the case, the expected and
-        # obtained values, and the classic mistake when it recognises one.
+        # The course's own check with its visible and its randomised hidden cases (a fresh secret seed at every run);
+        # a failure names the case, the expected and obtained values, and the classic mistake when it recognises one.
+        # With the nbgrader_config.py of `make nbgrader`, autograde does not run this cell: course_pe's sandbox grades
+        # the answer cells (course_pe.coursework.nbgrader_autograde) and writes the verdict here.
         import course_pe.coursework.exercises as _course_exercises
-        _report = _course_exercises.check({exercise_id!r}, globals().get({name!r}))
+        _report = _course_exercises.check({exercise_id!r}, globals().get({name!r}), hidden=True)
         assert _report.passed, "\\n" + str(_report)
         print(_report)
         ### END HIDDEN TESTS
@@ -435,6 +440,22 @@ def config_source(course_id: str = COURSE_ID, *, cell_timeout: int = 120) -> str
         # Students and assignments are created in the gradebook when first seen.
         c.Autograde.create_student = True
         c.GenerateAssignment.create_assignment = True
+
+        # Autograde without a kernel: course_pe's sandbox (the grader of `make grade`) grades each submitted notebook's
+        # answer cells in a fresh, contained process and writes the verdicts into the autograded test cells. The
+        # student's code never runs in this process, never sees this folder or gradebook.db, and cannot import the
+        # functions it is graded on. Remove these lines to go back to nbgrader's kernel (then read the instructor
+        # guide, "Using nbgrader": one submission can change every student's grades).
+        from nbconvert.preprocessors import ClearMetadataPreprocessor
+        from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
+
+        from course_pe.coursework.nbgrader_autograde import SandboxedExecute
+
+        c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                               SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+        c.SandboxedExecute.timeout = {5 * cell_timeout}  # seconds for a whole notebook
+        c.SandboxedExecute.cell_timeout = {cell_timeout}
+        # c.SandboxedExecute.isolation = "limited"  # to grade without root (unsafe with hostile submissions)
         """)
 
 
@@ -504,7 +525,9 @@ def main(argv: list[str] | None = None) -> int:
     for target in written:
         meta = nbformat.read(target, as_version=4).metadata["course_pe"]
         print(f"{target}: {len(meta['exercises'])} coding exercise(s): {', '.join(meta['exercises'])}")
-    print(f"course folder {args.out}; next: cd {args.out} && nbgrader generate_assignment <assignment>")
+    activate = Path(sys.prefix) / "bin" / "activate"
+    print(f"course folder {args.out}; next (nbgrader needs the course's environment on PATH):\n"
+          f"  source {activate} && cd {args.out} && nbgrader generate_assignment <assignment>")
     return 0
 
 

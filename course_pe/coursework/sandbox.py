@@ -1,64 +1,94 @@
-"""Run untrusted notebook code in a separate, limited process and call its functions from the grader.
+"""Run untrusted submission code in a contained child process and talk to it over a hostile channel.
 
-The grader (trusted) starts one child process per submission and talks to it over two pipes. The child:
+The grader (trusted) runs each submission in a fresh child process. How it is contained depends on what the machine
+allows; :func:`containment` finds out once and every report states it (:attr:`Containment.description`).
 
-* starts with an environment that names nothing of the grader (``PATH``, ``HOME`` in its private ``/tmp``, thread
-  counts, a matplotlib backend) and in isolated mode (``python -I``: no current folder on ``sys.path``);
-* when the grader runs as root and ``unshare`` works: lives in new mount, network, PID and IPC namespaces (no network;
-  its processes die with it), mounts a private ``/tmp``, hides the folders it is told to hide (the repository with the
-  book and its git history, the gradebook, the folder of submissions) under empty read-only file systems while
-  keeping the package and the virtual environment visible, then drops to a dedicated unprivileged user id (one per
-  grading process: two sandboxes cannot signal each other) with ``no_new_privs``;
-* otherwise (not root, or no ``unshare``): runs as the grader's user in a fresh temporary folder, with the same
-  resource limits and environment; the book and the gradebook stay readable (the *limited* isolation level);
-* sets resource limits (address space, CPU seconds, file size, number of processes, open files, no core dumps);
-* imports NumPy, PyTorch, the package and IPython *before* any student code (so time limits apply to student code,
-  not to imports), sends its stdout and stderr to ``/dev/null``, and then executes what the grader asks for.
+**Processes.** A template process (the *zygote*, ``course_pe.coursework._child``) imports NumPy, PyTorch and
+IPython once and never runs submission code. For each submission it forks a *keeper* (root), which creates new
+mount, PID, network, IPC and UTS namespaces and forks the *child*, PID 1 of the new PID namespace, which first joins
+the submission's cgroups. Killing the child kills every process of the submission (the kernel ends a PID namespace
+with its init); the grader also kills the submission's cgroup where there is one and waits until the keeper has
+reaped the child. If the grader dies, the zygote dies
+(parent-death signal), each keeper then kills its child (the keeper is root and runs no submission code, so nothing
+the submission does can clear that signal).
 
-The protocol: length-prefixed frames. The grader sends JSON requests (``cell``, ``lock``, ``call``); arrays travel
-as ``.npy`` data, read with ``allow_pickle=False``. The child answers with JSON (and one ``.npy`` frame for an
-answer). Nothing the child sends is trusted: an answer is only an array of numbers, its size is limited, and a frame
-that does not parse is a failed call. The grader enforces every time limit by killing the child.
+**What the child sees** (the *full* isolation level: the grader is root and namespaces work). A root file system
+built for it on a tmpfs: the system folders (``/usr``, ``/etc``, ``/lib*``, ``/bin``) and the Python installation
+and its site-packages, bound read-only; ``/grading``, a copy of ``course_pe`` built for the assignment without the
+functions being graded and without the coursework tools (``course_pe.coursework.grading_build``); a private
+``/proc``; a few device nodes; and ``/tmp``, the only writable place, a tmpfs of ``tmp_bytes`` (the disk quota; also
+``/dev/shm``). The repository, the book, the gradebook, the submissions, ``/run``, ``/var``, ``/home`` and
+everything else do not exist there, so nothing written survives grading. No network (an empty network namespace),
+its own user id (one per sandbox, so sandboxes cannot signal each other), ``no_new_privs``.
+
+**Limits.** Memory and the number of processes of the whole tree by cgroup (``memory_bytes``, ``processes``) where
+the machine offers one (cgroup v2, or v1 controllers on a hybrid machine); otherwise an address-space limit per
+process and a process limit per user id. CPU seconds, file size and open files per process. Every read and write on
+the channel has a deadline and a size cap.
+
+**The channel is hostile.** Student code runs in the process that answers the grader, so it can write anything to
+the channel or stop reading it. Every request carries an id that the reply must repeat; a reply that is not a frame
+of the expected size, not JSON, not of the expected form, or late, ends that child and costs that submission only.
+Answers are arrays of numbers in ``.npy`` form, read without pickle after their header has been checked against
+their size.
+
+**The limited level** (the grader is not root, or namespaces do not work): the child runs as the grader's user in a
+fresh temporary folder with the same environment and per-process limits. It can read what that user can read (the
+book included) and may leave processes behind; the grader refuses this level unless asked for it explicitly.
 """
 
 from __future__ import annotations
 
-import io
+import atexit
+import errno
 import itertools
 import json
 import os
 import select
 import shutil
 import signal
-import struct
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SandboxDied", "SandboxLimits", "SandboxTimeout", "Sandbox", "isolation_level"]
+from . import _child
+from .grading_build import grading_build, package_folder, remove_work_root, repository_root, work_root
 
-_HEADER = struct.Struct(">I")
-_TRIPWIRE_MARK = "is not available while your function is graded"
+__all__ = ["Containment", "Sandbox", "SandboxDied", "SandboxLimits", "SandboxTimeout", "allow_new", "containment",
+           "isolation_level", "kill_all", "prepare"]
+
+_CHILD_SCRIPT = Path(_child.__file__).resolve()
+_REPLY_LIMIT = 64 * 1024  # a JSON reply frame
+_STATUSES = ("ok", "error", "stub", "missing", "invalid")
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Resource limits of a sandbox (bytes, seconds, counts)."""
+    """Resource limits of one submission's sandbox (bytes, seconds, counts).
 
-    memory_bytes: int = 3 * 2**30  # address space: torch alone maps ~1 GiB
+    ``memory_bytes`` and ``processes`` bound the whole process tree where a cgroup is available (see
+    :class:`Containment`), else each process (address space) and the sandbox's user id. ``tmp_bytes`` is the size of
+    the private ``/tmp`` (full isolation), its disk quota. ``answer_bytes`` caps one answer array;
+    ``startup_seconds`` bounds starting the child and running the declared set-up (imports, not student code).
+    """
+
+    memory_bytes: int = 3 * 2**30
     cpu_seconds: int = 1200
     file_bytes: int = 64 * 2**20
-    processes: int = 64  # tasks (threads included) of the sandbox's own user id
+    processes: int = 64
     open_files: int = 256
-    tmp_bytes: int = 256 * 2**20  # size of the private /tmp (full isolation only)
-    answer_bytes: int = 16 * 2**20  # largest answer accepted from one call
-    startup_seconds: float = 300.0  # interpreter start and imports (not student code)
+    tmp_bytes: int = 256 * 2**20
+    answer_bytes: int = 16 * 2**20
+    startup_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         from .._validation import check_float, check_positive_int
@@ -70,87 +100,308 @@ class SandboxLimits:
 
 
 class SandboxTimeout(Exception):
-    """The child did not answer in time (it has been killed)."""
+    """The child did not answer (or read) in time; it has been killed."""
 
 
 class SandboxDied(Exception):
-    """The child exited, or sent something that is not a valid frame (it has been killed)."""
+    """The child exited, or broke the protocol; it has been killed."""
 
 
-# --------------------------------------------------------------------------- framing (both sides)
+# --------------------------------------------------------------------------- what the machine allows
 
 
-def _write_frame(fd: int, payload: bytes) -> None:
-    data = _HEADER.pack(len(payload)) + payload
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+@dataclass(frozen=True)
+class Containment:
+    """How submissions are contained on this machine (found once by :func:`containment`).
+
+    ``level``: ``"full"`` (root, namespaces, fresh root file system) or ``"limited"``. The cgroup fields name the
+    folders under which a cgroup per submission is created: ``kill_group`` (cgroup v2, for ``cgroup.kill``),
+    ``memory_group`` and ``pids_group`` with ``memory_version``/``pids_version`` 1 or 2; None where unavailable.
+    ``notes``: why something is unavailable.
+    """
+
+    level: str
+    kill_group: str | None = None
+    memory_group: str | None = None
+    memory_version: int = 0
+    pids_group: str | None = None
+    pids_version: int = 0
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        from .._validation import check_choice, check_int, check_optional_str, check_str_sequence
+
+        check_choice("level", self.level, ("full", "limited"))
+        for name in ("kill_group", "memory_group", "pids_group"):
+            check_optional_str(name, getattr(self, name))
+        for name in ("memory_version", "pids_version"):
+            check_int(name, getattr(self, name), minimum=0, maximum=2)
+        check_str_sequence("notes", self.notes, kind=tuple)
+
+    @property
+    def description(self) -> str:
+        """One line for every report, with the level, then how memory, processes and the tree's end are enforced."""
+        if self.level == "full":
+            parts = ["full: namespaces (mount, PID, network, IPC, UTS), fresh read-only root, tmpfs /tmp"]
+        else:
+            parts = ["limited: no namespaces; the submission runs as the grader's user"]
+        parts.append(f"memory by cgroup v{self.memory_version}" if self.memory_group else
+                     "memory by per-process address space (no memory cgroup)")
+        parts.append(f"processes by cgroup v{self.pids_version}" if self.pids_group else
+                     "processes by per-user limit (no pids cgroup)")
+        if self.kill_group:
+            parts.append("tree killed by cgroup.kill")
+        elif self.level == "full":
+            parts.append("tree killed with its PID namespace")
+        else:
+            parts.append("tree killed by process group only")
+        return "; ".join(parts)
 
 
-def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SandboxTimeout
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                raise SandboxTimeout
-        chunk = os.read(fd, min(n - got, 1 << 20))
-        if not chunk:
-            raise SandboxDied("the sandbox process exited")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+def _mountinfo() -> list[tuple[str, str, str]]:
+    """(mount point, file system type, super options) of every mount."""
+    out = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                fields = line.split()
+                if "-" not in fields:
+                    continue
+                dash = fields.index("-")
+                point = fields[4].encode().decode("unicode_escape")
+                out.append((point, fields[dash + 1], fields[dash + 3] if len(fields) > dash + 3 else ""))
+    except OSError:
+        pass
+    return out
 
 
-def _read_frame(fd: int, deadline: float | None, limit: int) -> bytes:
-    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-    if size > limit:
-        raise SandboxDied(f"the sandbox sent {size} bytes, more than the limit of {limit}")
-    return _read_exact(fd, size, deadline)
+def _own_cgroups() -> dict[str, str]:
+    """Controller list (``""`` for cgroup v2) -> this process's cgroup path."""
+    own: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as fh:
+            for line in fh:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                own[controllers] = path
+    except (OSError, ValueError):
+        pass
+    return own
 
 
-def _npy_bytes(arr: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
-    return buf.getvalue()
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(value)
 
 
-def _npy_load(data: bytes) -> np.ndarray:
-    arr = np.load(io.BytesIO(data), allow_pickle=False)
-    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "biuf":
-        raise ValueError("not an array of numbers")
-    return arr
+def _try_group(base: str, files: tuple[str, ...]) -> bool:
+    """Create ``base`` and a probe cgroup inside it; True if the probe has every file in ``files`` (writable)."""
+    probe = os.path.join(base, f"probe-{os.getpid()}")
+    try:
+        os.makedirs(base, exist_ok=True)
+        os.mkdir(probe)
+    except OSError:
+        return False
+    try:
+        return all(os.access(os.path.join(probe, f), os.W_OK) for f in files)
+    finally:
+        try:
+            os.rmdir(probe)
+        except OSError:
+            pass
 
 
-# --------------------------------------------------------------------------- the grader's side
+def _clean_stale(base: str) -> None:
+    """Remove empty per-submission cgroups left by graders that died (named ``<pid>-<n>``)."""
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        pid = name.split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            try:
+                os.rmdir(os.path.join(base, name))
+            except OSError:
+                pass
 
 
 @lru_cache(maxsize=1)
+def containment() -> Containment:
+    """Find out once what this machine allows: the isolation level and the cgroups (see :class:`Containment`)."""
+    notes = []
+    level = "limited"
+    if os.name != "posix" or sys.platform != "linux":
+        notes.append("not Linux")
+    elif os.geteuid() != 0:
+        notes.append("the grader is not root")
+    elif shutil.which("unshare") is None:
+        notes.append("no unshare")
+    else:
+        try:
+            probe = subprocess.run(["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "true"],
+                                   capture_output=True, timeout=60)
+            level = "full" if probe.returncode == 0 else "limited"
+            if probe.returncode:
+                notes.append("namespaces are not available: " + probe.stderr.decode("utf-8", "replace")[-200:])
+        except (OSError, subprocess.SubprocessError) as exc:
+            notes.append(f"unshare failed: {exc}")
+    if os.name != "posix" or os.geteuid() != 0:
+        return Containment(level, notes=tuple(notes + ["no cgroups (they need root)"]))
+    mounts = _mountinfo()
+    own = _own_cgroups()
+    name = "course_pe_grading"
+    kill_group = memory_group = pids_group = None
+    memory_version = pids_version = 0
+    v2_points = [point for point, fstype, _ in mounts if fstype == "cgroup2"]
+    for point in v2_points[:1]:
+        own_path = own.get("", "/")
+        for base in (os.path.join(point, name), os.path.join(point, own_path.lstrip("/"), name)):
+            if not _try_group(base, ("cgroup.kill", "cgroup.procs")):
+                continue
+            kill_group = base
+            available = set()
+            try:
+                with open(os.path.join(os.path.dirname(base), "cgroup.subtree_control")) as fh:
+                    available = set(fh.read().split())
+                wanted = [c for c in ("memory", "pids") if c in available]
+                if wanted:
+                    _write(os.path.join(base, "cgroup.subtree_control"), " ".join("+" + c for c in wanted))
+            except OSError as exc:
+                notes.append(f"cgroup v2 controllers not enabled at {base}: {exc.strerror}")
+            if _try_group(base, ("memory.max",)):
+                memory_group, memory_version = base, 2
+            if _try_group(base, ("pids.max",)):
+                pids_group, pids_version = base, 2
+            break
+    v1 = {}
+    for point, fstype, options in mounts:
+        if fstype == "cgroup":
+            for controller in options.split(","):
+                v1.setdefault(controller, point)
+    for controller, limit_file in (("memory", "memory.limit_in_bytes"), ("pids", "pids.max")):
+        if controller in v1 and not (memory_group if controller == "memory" else pids_group):
+            own_path = next((p for c, p in own.items() if controller in c.split(",")), "/")
+            base = os.path.join(v1[controller], own_path.lstrip("/"), name)
+            if _try_group(base, (limit_file, "cgroup.procs")):
+                if controller == "memory":
+                    memory_group, memory_version = base, 1
+                else:
+                    pids_group, pids_version = base, 1
+    if not kill_group:
+        notes.append("no cgroup v2 with cgroup.kill")
+    for base in {kill_group, memory_group, pids_group} - {None}:
+        _clean_stale(base)
+    return Containment(level, kill_group, memory_group, memory_version, pids_group, pids_version, tuple(notes))
+
+
 def isolation_level() -> str:
-    """``"full"`` when this process is root and ``unshare`` can create mount, network, PID and IPC namespaces,
-    else ``"limited"`` (separate process, resource limits, scrubbed environment, fresh folder only)."""
-    if os.name != "posix" or os.geteuid() != 0 or shutil.which("unshare") is None:
-        return "limited"
-    try:
-        probe = subprocess.run(["unshare", "--mount", "--net", "--pid", "--ipc", "--fork", "--kill-child", "true"],
-                               capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return "limited"
-    return "full" if probe.returncode == 0 else "limited"
+    """``"full"`` or ``"limited"`` (see :class:`Containment`)."""
+    return containment().level
+
+
+class _Cgroups:
+    """The cgroups of one submission: created with their limits, joined by its child, killed, removed."""
+
+    _serial = itertools.count()
+
+    def __init__(self, where: Containment, limits: SandboxLimits) -> None:
+        self.where = where
+        name = f"{os.getpid()}-{next(self._serial)}"
+        self.folders: dict[str, str] = {}
+        for role, base in (("kill", where.kill_group), ("memory", where.memory_group), ("pids", where.pids_group)):
+            if base and base not in self.folders.values():
+                folder = os.path.join(base, name)
+                os.mkdir(folder)
+                self.folders[role] = folder
+            elif base:
+                self.folders[role] = os.path.join(base, name)
+        memory = self.folders.get("memory")
+        if memory:
+            if where.memory_version == 2:
+                _write(os.path.join(memory, "memory.max"), str(limits.memory_bytes))
+                for extra, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
+                    if os.path.exists(os.path.join(memory, extra)):
+                        _write(os.path.join(memory, extra), value)
+            else:
+                _write(os.path.join(memory, "memory.limit_in_bytes"), str(limits.memory_bytes))
+                if os.path.exists(os.path.join(memory, "memory.memsw.limit_in_bytes")):
+                    _write(os.path.join(memory, "memory.memsw.limit_in_bytes"), str(limits.memory_bytes))
+        pids = self.folders.get("pids")
+        if pids:
+            _write(os.path.join(pids, "pids.max"), str(limits.processes))
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [os.path.join(f, "cgroup.procs") for f in dict.fromkeys(self.folders.values())]
+
+    def _members(self) -> list[int]:
+        pids: set[int] = set()
+        for procs in self.procs_files:
+            try:
+                with open(procs) as fh:
+                    pids.update(int(p) for p in fh.read().split())
+            except (OSError, ValueError):
+                pass
+        return sorted(pids)
+
+    def kill(self) -> None:
+        """Kill every process in the cgroups (``cgroup.kill`` where available, else each member by PID)."""
+        if "kill" in self.folders:
+            try:
+                _write(os.path.join(self.folders["kill"], "cgroup.kill"), "1")
+            except OSError:
+                pass
+        for _ in range(100):
+            members = self._members()
+            if not members:
+                return
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.01)
+
+    def oom_killed(self) -> bool:
+        memory = self.folders.get("memory")
+        if not memory:
+            return False
+        name = "memory.events" if self.where.memory_version == 2 else "memory.oom_control"
+        try:
+            with open(os.path.join(memory, name)) as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill" and int(value) > 0:
+                        return True
+        except (OSError, ValueError):
+            pass
+        return False
+
+    def remove(self, wait: float = 30.0) -> None:
+        """Kill what is left, wait (up to ``wait`` seconds) until every process has exited, remove the cgroups."""
+        deadline = time.monotonic() + wait
+        for folder in reversed(list(dict.fromkeys(self.folders.values()))):
+            while True:
+                try:
+                    os.rmdir(folder)  # refused while a process (even one still exiting) is in the cgroup
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    self.kill()
+                    time.sleep(0.01)
+
+
+# --------------------------------------------------------------------------- the zygote
 
 
 def _sandbox_env() -> dict[str, str]:
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": "/tmp/home",
-        "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
         "MPLBACKEND": "Agg",
-        "MPLCONFIGDIR": "/tmp/home/.matplotlib",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
@@ -160,100 +411,335 @@ def _sandbox_env() -> dict[str, str]:
     }
 
 
+def _python_folders() -> list[str]:
+    """The folders the child needs to run this interpreter and import NumPy, PyTorch and IPython."""
+    import site
+
+    folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+               os.path.dirname(os.path.realpath(sys.executable)), *site.getsitepackages()}
+    real = sorted({os.path.realpath(f) for f in folders if f and os.path.isdir(f)}, key=len)
+    top: list[str] = []
+    for folder in real:
+        if not any(folder == t or folder.startswith(t.rstrip("/") + "/") for t in top):
+            top.append(folder)
+    return top
+
+
+_SYSTEM_FOLDERS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+class _Zygote:
+    """The template process (see the module docstring); one per grader process and isolation level."""
+
+    def __init__(self, level: str) -> None:
+        self.level = level
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None
+        self.stderr = tempfile.TemporaryFile()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float) -> None:
+        import site
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        config = {"control": theirs.fileno(), "grader_pid": os.getpid(), "site": site.getsitepackages()}
+        self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(_CHILD_SCRIPT), json.dumps(config)],
+                                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=self.stderr, cwd="/",
+                                     env=_sandbox_env(), start_new_session=True)
+        theirs.close()
+        self.sock = ours
+        ours.settimeout(timeout)
+        try:
+            hello = json.loads(ours.recv(1 << 16) or b"{}")
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise SandboxDied(f"the sandbox template could not start ({exc}); {self.stderr_tail()}") from None
+        if hello.get("status") != "ready":
+            self.close()
+            raise SandboxDied(f"the sandbox template could not start: {hello.get('error') or self.stderr_tail()}")
+
+    def stderr_tail(self) -> str:
+        try:
+            self.stderr.seek(0, os.SEEK_END)
+            size = self.stderr.tell()
+            self.stderr.seek(max(0, size - 600))
+            return self.stderr.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def spawn(self, request: dict[str, Any], fds: tuple[int, int], timeout: float) -> dict[str, Any]:
+        with self.lock:
+            if not self.alive():
+                self.start(timeout)
+            assert self.sock is not None
+            self.sock.settimeout(timeout)
+            try:
+                socket.send_fds(self.sock, [json.dumps(request).encode()], list(fds))
+                reply = json.loads(self.sock.recv(1 << 16) or b"{}")
+            except (OSError, ValueError) as exc:
+                self.close()
+                raise SandboxDied(f"the sandbox template failed ({exc}); {self.stderr_tail()}") from None
+        if not isinstance(reply, dict):
+            raise SandboxDied("the sandbox template sent an invalid reply")
+        return reply
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            self.proc = None
+
+
+_ZYGOTES: dict[str, _Zygote] = {}
+_ZYGOTES_LOCK = threading.Lock()
+
+
+def _zygote(level: str) -> _Zygote:
+    with _ZYGOTES_LOCK:
+        if level not in _ZYGOTES:
+            _ZYGOTES[level] = _Zygote(level)
+        return _ZYGOTES[level]
+
+
+def prepare(level: str, timeout: float = 300.0) -> None:
+    """Start the template process for ``level`` now, from the calling thread (it dies when this thread does:
+    call it from the main thread before grading in worker threads). ``level``: ``"full"`` or ``"limited"``;
+    ``timeout``: seconds for the start (the imports)."""
+    from .._validation import check_choice, check_float
+
+    check_choice("level", level, ("full", "limited"))
+    check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
+    if level == "full" and containment().level != "full":
+        raise ValueError("level 'full' is not available here (" + "; ".join(containment().notes) + ")")
+    zygote = _zygote(level)
+    with zygote.lock:
+        if not zygote.alive():
+            zygote.start(timeout)
+
+
+@atexit.register
+def _shutdown() -> None:
+    kill_all()
+    for zygote in list(_ZYGOTES.values()):
+        zygote.close()
+    remove_work_root()
+
+
+# --------------------------------------------------------------------------- one submission's sandbox
+
+
 _SERIAL = itertools.count()
+_LIVE: set[Sandbox] = set()
+_LIVE_LOCK = threading.Lock()
 
 
 def _new_uid() -> int:
     """A user id for one sandbox: unused by real accounts, different for every sandbox this process starts (up to
-    100 at once) and for every grading process alive (its pid)."""
-    return 1_500_000_000 + (os.getpid() % 4_000_000) * 100 + next(_SERIAL) % 100
+    1000 at once) and for every grading process alive (its pid)."""
+    return 1_500_000_000 + (os.getpid() % 400_000) * 1000 + next(_SERIAL) % 1000
+
+
+_REFUSING = threading.Event()
+
+
+def kill_all(refuse_new: bool = False) -> int:
+    """Kill the processes of every live sandbox (for Ctrl-C); with ``refuse_new``, sandboxes started from now on
+    fail at once until :func:`allow_new`. Returns how many were live."""
+    from .._validation import check_bool
+
+    if check_bool("refuse_new", refuse_new):
+        _REFUSING.set()
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for box in live:
+        box.kill()
+    return len(live)
+
+
+def allow_new() -> None:
+    """Let sandboxes start again after ``kill_all(refuse_new=True)``."""
+    _REFUSING.clear()
+
+
+def _watchdog() -> None:  # pragma: no cover - a daemon thread; tested through grade's stall tests
+    while True:
+        time.sleep(0.5)
+        now = time.monotonic()
+        with _LIVE_LOCK:
+            late = [box for box in _LIVE if box.deadline is not None and now > box.deadline + 5.0]
+        for box in late:
+            box.kill()
+
+
+_WATCHDOG = threading.Thread(target=_watchdog, name="course_pe-sandbox-watchdog", daemon=True)
 
 
 class Sandbox:
-    """One sandboxed child process. Use as a context manager; every method raises :class:`SandboxTimeout` or
-    :class:`SandboxDied` after killing the child when it does not answer properly in time.
+    """One submission's contained child process. Use as a context manager (or ``start``/``close``).
 
-    ``hide``: folders made invisible to the child (full isolation only); ``keep``: folders inside them that stay
-    visible read-only (the package, the virtual environment).
+    ``unavailable``: dotted names of the course_pe functions the grading build leaves out (the implementations of
+    the exercises being graded); ``limits``: :class:`SandboxLimits`; ``isolation``: ``"full"`` or ``"limited"``
+    (default: what :func:`containment` found); ``hide``: extra folders that must not be visible (the gradebook, the
+    submissions; at the full level they are absent anyway unless they lie inside a system or Python folder);
+    ``deadline``: a ``time.monotonic()`` value after which every operation fails and the watchdog kills the child.
+    Every method raises :class:`SandboxTimeout` or :class:`SandboxDied` after killing the child when it does not
+    answer properly in time.
     """
 
-    def __init__(self, *, limits: SandboxLimits = SandboxLimits(), hide: list[Path] | None = None,
-                 keep: list[Path] | None = None, isolation: str | None = None) -> None:
-        from .._validation import check_choice
+    def __init__(self, *, unavailable: list[str] | tuple[str, ...] = (), limits: SandboxLimits | None = None,
+                 isolation: str | None = None, hide: list[Path] | None = None, deadline: float | None = None) -> None:
+        from .._validation import check_choice, check_float, check_str_sequence
 
-        if not isinstance(limits, SandboxLimits):
+        check_str_sequence("unavailable", list(unavailable) if isinstance(unavailable, tuple) else unavailable,
+                           nonempty_items=True)
+        if limits is not None and not isinstance(limits, SandboxLimits):
             raise TypeError(f"limits must be a SandboxLimits, got {type(limits).__name__}")
-        self.limits = limits
-        self.hide = _check_folders("hide", hide)
-        self.keep = _check_folders("keep", keep)
+        self.unavailable = tuple(unavailable)
+        self.limits = limits or SandboxLimits()
+        self.where = containment()
         self.isolation = check_choice("isolation", isolation, ("full", "limited")) if isolation is not None \
-            else isolation_level()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._workdir: Path | None = None
+            else self.where.level
+        if self.isolation == "full" and self.where.level != "full":
+            raise ValueError("isolation 'full' is not available here (" + "; ".join(self.where.notes) + ")")
+        self.hide = _check_folders("hide", hide)
+        self.deadline = check_float("deadline", deadline) if deadline is not None else None
         self._to_child = self._from_child = -1
+        self._pidfd = self._keeper_pidfd = -1
+        self._child = self._keeper = 0
+        self._cgroups: _Cgroups | None = None
+        self._workdir: Path | None = None
+        self._id = 0
+        self._buffer = b""
+        self._lock = threading.RLock()
+        self.oom_killed = False
+
+    @property
+    def description(self) -> str:
+        """The containment of this sandbox, for reports."""
+        text = self.where.description
+        return text if self.isolation == self.where.level else text.replace(self.where.level, self.isolation, 1)
 
     # -- life cycle
 
     def start(self) -> None:
-        """Start the child and wait until it has imported its libraries (``limits.startup_seconds``)."""
-        req_r, req_w = os.pipe()
-        ans_r, ans_w = os.pipe()
-        uid = _new_uid() if self.isolation == "full" else None
-        config: dict[str, Any] = {
-            "in": req_r, "out": ans_w, "isolation": self.isolation, "uid": uid,
-            "hide": [str(p) for p in self.hide], "keep": [str(p) for p in self.keep],
-            "limits": self.limits.__dict__,
+        """Start the child and run nothing yet (``limits.startup_seconds``)."""
+        if _REFUSING.is_set():
+            raise SandboxDied("grading was interrupted")
+        build = grading_build(self.unavailable)
+        deadline = self._deadline(self.limits.startup_seconds)
+        zygote = _zygote(self.isolation)
+        memory_by_cgroup = bool(self.where.memory_group)
+        request: dict[str, Any] = {
+            "level": self.isolation, "limits": self.limits.__dict__, "env": _sandbox_env(), "build": str(build),
+            "memory_by_cgroup": memory_by_cgroup, "cgroups": [], "must_be_absent": [],
         }
         if self.isolation == "full":
-            prefix = ["unshare", "--mount", "--net", "--pid", "--ipc", "--fork", "--kill-child", "--mount-proc"]
-            cwd = "/"
+            package = package_folder()
+            repo = repository_root()
+            hide = [str(p) for p in [package, repo, *self.hide] if p is not None]
+            request.update({
+                "root_mount": str(work_root() / "root"), "uid": _new_uid(), "tmp_bytes": self.limits.tmp_bytes,
+                "system": [f for f in _SYSTEM_FOLDERS if os.path.lexists(f)], "python": _python_folders(),
+                "hide": sorted(set(hide), key=len),
+                # what the submission must not see (a bare folder may remain where a kept one lies inside it)
+                "must_be_absent": [str(package / "__init__.py"), str(package / "coursework" / "exercises.py"),
+                                   *([str(repo / "book"), str(repo / "_toc.yml")] if repo is not None else []),
+                                   *[str(p) for p in self.hide]],
+            })
         else:
-            import tempfile
-
+            request["memory_by_cgroup"] = False  # the limited child cannot join cgroups (not root)
             self._workdir = Path(tempfile.mkdtemp(prefix="course_pe_sandbox_"))
-            config["workdir"] = str(self._workdir)
-            prefix, cwd = [], str(self._workdir)
-        command = prefix + [sys.executable, "-I", "-c",
-                            "from course_pe.coursework.sandbox import _child_main; _child_main()", json.dumps(config)]
-        self._proc = subprocess.Popen(command, pass_fds=(req_r, ans_w), stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd,
-                                      env=_sandbox_env(), start_new_session=True)
+            request["workdir"] = str(self._workdir)
+            request["python"] = []
+        if self.isolation == "full" and (self.where.memory_group or self.where.pids_group or self.where.kill_group):
+            self._cgroups = _Cgroups(self.where, self.limits)
+            request["cgroups"] = self._cgroups.procs_files
+        req_r, req_w = os.pipe()
+        ans_r, ans_w = os.pipe()
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+            if not _WATCHDOG.is_alive():
+                try:
+                    _WATCHDOG.start()
+                except RuntimeError:
+                    pass
+        try:
+            reply = zygote.spawn(request, (req_r, ans_w), max(1.0, deadline - time.monotonic()))
+        except BaseException:
+            for fd in (req_r, req_w, ans_r, ans_w):
+                os.close(fd)
+            self.close()
+            raise
         os.close(req_r)
         os.close(ans_w)
         self._to_child, self._from_child = req_w, ans_r
-        try:
-            hello = self._receive(time.monotonic() + self.limits.startup_seconds)
-        except SandboxDied as exc:
-            err = self._stderr_tail()
-            raise SandboxDied(f"the sandbox could not start: {exc}; {err}") from None
-        if hello.get("status") != "ready":
-            self.close()
-            raise SandboxDied(f"the sandbox could not start: {hello}")
-
-    def close(self) -> None:
-        """Kill the child (and, with full isolation, every process it started) and remove its folder."""
-        if self._proc is not None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                self._proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                pass
-            if self._proc.stderr:
-                self._proc.stderr.close()
-            self._proc = None
-        for fd in (self._to_child, self._from_child):
-            if fd >= 0:
+        for fd in (req_w, ans_r):
+            os.set_blocking(fd, False)
+        self._child, self._keeper = int(reply.get("child") or 0), int(reply.get("keeper") or 0)
+        for pid, attribute in ((self._child, "_pidfd"), (self._keeper, "_keeper_pidfd")):
+            if pid:
                 try:
-                    os.close(fd)
+                    setattr(self, attribute, os.pidfd_open(pid))
                 except OSError:
                     pass
-        self._to_child = self._from_child = -1
-        if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
-            self._workdir = None
+        if reply.get("status") != "ready":
+            error = str(reply.get("error") or "no reason given")
+            self.close()
+            raise SandboxDied(f"the sandbox could not start: {_clean(error)[:400]}")
+
+    def kill(self) -> None:
+        """Kill every process of the sandbox now (its channel stays open until :meth:`close`)."""
+        with self._lock:
+            self._kill()
+
+    def _kill(self) -> None:
+        if self._cgroups is not None:
+            self._cgroups.kill()
+        if self._pidfd >= 0:
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.isolation == "limited" and self._keeper:
+            try:
+                os.killpg(self._keeper, signal.SIGKILL)  # the keeper's session: what did not leave it
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Kill the child and every process it started, remove its cgroups and folder. Idempotent."""
+        with self._lock:
+            self._kill()
+            if self._cgroups is not None:
+                self.oom_killed = self.oom_killed or self._cgroups.oom_killed()
+                self._cgroups.remove()
+                self._cgroups = None
+            # the keeper exits once it has reaped the child, which exits once its PID namespace is empty: when the
+            # keeper is gone, no process of the submission is left (a process can take a moment to free its memory)
+            if self._keeper_pidfd >= 0:
+                select.select([self._keeper_pidfd], [], [], 30)
+            for fd in (self._to_child, self._from_child, self._pidfd, self._keeper_pidfd):
+                if fd >= 0:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            self._to_child = self._from_child = self._pidfd = self._keeper_pidfd = -1
+            if self._workdir is not None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+                self._workdir = None
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
 
     def __enter__(self) -> Sandbox:
         self.start()
@@ -262,68 +748,99 @@ class Sandbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _stderr_tail(self) -> str:
-        if self._proc is None or self._proc.stderr is None:
-            return ""
-        try:
-            self._proc.wait(timeout=5)
-            return self._proc.stderr.read()[-500:].decode("utf-8", "replace")
-        except Exception:
-            return ""
+    # -- the channel
 
-    # -- messages
+    def _deadline(self, seconds: float) -> float:
+        deadline = time.monotonic() + seconds
+        return min(deadline, self.deadline) if self.deadline is not None else deadline
 
-    def _send(self, message: dict[str, Any], arrays: list[np.ndarray] = ()) -> None:
-        try:
-            _write_frame(self._to_child, json.dumps(message).encode())
-            for arr in arrays:
-                _write_frame(self._to_child, _npy_bytes(arr))
-        except OSError as exc:
-            self.close()
-            raise SandboxDied(f"the sandbox process exited ({exc})") from None
+    def _fail(self, exc: Exception) -> Exception:
+        self.close()
+        return exc
 
-    def _receive(self, deadline: float) -> dict[str, Any]:
+    def _send(self, data: bytes, deadline: float) -> None:
+        if self._to_child < 0:
+            raise self._fail(SandboxDied("the sandbox is closed"))
+        poller = select.poll()
+        poller.register(self._to_child, select.POLLOUT)
+        view = memoryview(data)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not poller.poll(min(remaining, 3600.0) * 1000):
+                raise self._fail(SandboxTimeout("the sandbox stopped reading its requests"))
+            try:
+                view = view[os.write(self._to_child, view[: 1 << 16]):]
+            except BlockingIOError:
+                continue
+            except OSError:
+                raise self._fail(SandboxDied("the sandbox process exited")) from None
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        poller = select.poll()
+        poller.register(self._from_child, select.POLLIN)
+        while len(self._buffer) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not poller.poll(min(remaining, 3600.0) * 1000):
+                raise self._fail(SandboxTimeout("no answer in time"))
+            try:
+                chunk = os.read(self._from_child, min(n - len(self._buffer), 1 << 20))
+            except BlockingIOError:
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise self._fail(SandboxDied("the sandbox process exited"))
+            self._buffer += chunk
+        data, self._buffer = self._buffer[:n], self._buffer[n:]
+        return data
+
+    def _read_frame(self, deadline: float, limit: int) -> bytes:
+        if self._from_child < 0:
+            raise self._fail(SandboxDied("the sandbox is closed"))
+        (size,) = _child.HEADER.unpack(self._read(_child.HEADER.size, deadline))
+        if size > limit:
+            raise self._fail(SandboxDied(f"protocol violation: a frame of {size} bytes (limit {limit}); something "
+                                         "in the submission wrote to the grader's channel"))
+        return self._read(size, deadline)
+
+    def _request(self, message: dict[str, Any], arrays: list[np.ndarray], deadline: float) -> dict[str, Any]:
+        self._id += 1
+        message = dict(message, id=self._id)
+        data = _child.frame(json.dumps(message).encode())
+        for arr in arrays:
+            data += _child.frame(_child.npy_bytes(arr))
+        self._send(data, deadline)
+        raw = self._read_frame(deadline, _REPLY_LIMIT)
         try:
-            frame = _read_frame(self._from_child, deadline, 1 << 20)
-            message = json.loads(frame.decode("utf-8"))
-            if not isinstance(message, dict):
-                raise ValueError("not a JSON object")
-            return message
-        except SandboxTimeout:
-            self.close()
-            raise
-        except (SandboxDied, ValueError, UnicodeDecodeError) as exc:
-            self.close()
-            raise SandboxDied(str(exc)) from None
+            reply = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError, UnicodeDecodeError):
+            raise self._fail(SandboxDied("protocol violation: a reply that is not JSON; something in the submission "
+                                         "wrote to the grader's channel")) from None
+        if not isinstance(reply, dict) or reply.get("id") != self._id or reply.get("status") not in _STATUSES or \
+                not isinstance(reply.get("error"), (str, type(None))):
+            raise self._fail(SandboxDied("protocol violation: an unexpected reply; something in the submission wrote "
+                                         "to the grader's channel"))
+        return reply
 
     # -- requests
 
     def run_cell(self, source: str, timeout: float) -> str | None:
-        """Execute one code cell; return None if it ran, else the error (``"ZeroDivisionError: ..."``).
-        ``timeout``: seconds (a finite number > 0)."""
+        """Execute one cell (IPython syntax) in the child; return None if it ran, else its error
+        (``"ZeroDivisionError: ..."``). ``timeout``: seconds (a finite number > 0)."""
         from .._validation import check_float, check_str
 
         check_str("source", source)
         timeout = check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
-        self._send({"op": "cell", "source": source})
-        answer = self._receive(time.monotonic() + timeout)
-        if answer.get("status") == "ok":
+        reply = self._request({"op": "run", "source": source}, [], self._deadline(timeout))
+        if reply["status"] == "ok":
             return None
-        return str(answer.get("error", "an error"))
-
-    def lock(self, names: list[str]) -> None:
-        """Make the library functions ``names`` (dotted) unavailable: calling them raises and is recorded."""
-        if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
-            raise TypeError(f"names must be a list of dotted names, got {type(names).__name__}")
-        for i, name in enumerate(names):
-            if not isinstance(name, str) or not name:
-                raise ValueError(f"names[{i}] must be a non-empty dotted name such as 'course_pe.apply_rope', "
-                                 f"got {name!r}")
-        self._send({"op": "lock", "names": list(names)})
-        self._receive(time.monotonic() + 60)
+        return _clean(reply.get("error") or "an error")[:300]
 
     def call(self, function: str, args: tuple[Any, ...], timeout: float) -> Any:
-        """Call the student's ``function(*args)`` in the child; return an ``exercises.Outcome``."""
+        """Call the submission's ``function(*args)`` in the child; return an ``exercises.Outcome``.
+
+        ``args``: tensors, arrays, bools, ints and floats (arrays travel as ``.npy``). The answer is received as an
+        array of numbers of at most ``limits.answer_bytes`` bytes; anything else is an ``invalid`` outcome."""
         import torch
 
         from .._validation import check_float, check_str
@@ -334,11 +851,8 @@ class Sandbox:
         if not isinstance(args, tuple):
             raise TypeError(f"args must be a tuple, got {type(args).__name__}")
         timeout = check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
-        for i, a in enumerate(args):
-            if not isinstance(a, (torch.Tensor, np.ndarray, bool, int, float)):
-                raise TypeError(f"args[{i}] must be a tensor, an array or a plain number, got {type(a).__name__}")
         specs, arrays = [], []
-        for a in args:
+        for i, a in enumerate(args):
             if isinstance(a, torch.Tensor):
                 specs.append({"kind": "tensor"})
                 arrays.append(a.detach().cpu().numpy())
@@ -347,30 +861,33 @@ class Sandbox:
                 arrays.append(a)
             elif isinstance(a, (bool, int, float)):
                 specs.append({"kind": "value", "value": a})
-            else:  # pragma: no cover - excluded above
-                raise AssertionError(type(a))
-        deadline = time.monotonic() + timeout
-        self._send({"op": "call", "function": function, "args": specs}, arrays)
-        answer = self._receive(deadline)
-        called = tuple(str(n) for n in answer.get("library_called", []) if isinstance(n, str))[:10]
-        status = answer.get("status")
+            else:
+                raise TypeError(f"args[{i}] must be a tensor, an array or a plain number, got {type(a).__name__}")
+        deadline = self._deadline(timeout)
+        reply = self._request({"op": "call", "function": function, "args": specs,
+                               "answer_bytes": self.limits.answer_bytes}, arrays, deadline)
+        status, error = reply["status"], reply.get("error")
+        called = _child_library_calls(error)
         if status == "ok":
+            data = self._read_frame(deadline, self.limits.answer_bytes + 4096)
             try:
-                value = _npy_load(_read_frame(self._from_child, deadline, self.limits.answer_bytes + 4096))
-            except SandboxTimeout:
-                self.close()
-                raise
-            except SandboxDied as exc:
-                self.close()
-                return Outcome("invalid", error=f"the answer could not be received ({exc})", library_called=called)
-            except Exception as exc:
-                self.close()
-                raise SandboxDied(f"the answer is not a valid array ({type(exc).__name__})") from None
-            return Outcome("ok", value, library_called=called)
-        if status in ("stub", "missing", "error", "invalid"):
-            return Outcome(status, error=_clean(str(answer.get("error", "")))[:500] or None, library_called=called)
-        self.close()
-        raise SandboxDied(f"unexpected answer {str(answer)[:100]}")
+                value = _child.npy_load(data, self.limits.answer_bytes)
+            except ValueError as exc:
+                return Outcome("invalid", error=f"the answer could not be read ({exc})")
+            return Outcome("ok", value)
+        if status == "missing":
+            return Outcome("missing", error=f"no function named `{function}` is defined (grading runs the cells that "
+                                            "define the exercise's functions: was its cell deleted, renamed, or did "
+                                            "it fail?)")
+        return Outcome(status, error=_clean(error or "")[:500] or None, library_called=called)
+
+
+def _child_library_calls(error: str | None) -> tuple[str, ...]:
+    """The removed library function named in an error raised by the grading build, if any."""
+    if not error or _child.UNAVAILABLE_MARK not in error:
+        return ()
+    head = error.split(_child.UNAVAILABLE_MARK)[0].split(":", 1)[-1].strip()
+    return (head,) if head.startswith("course_pe.") and head.replace(".", "").replace("_", "").isalnum() else ()
 
 
 def _check_folders(name: str, folders: object) -> list[Path]:
@@ -382,252 +899,12 @@ def _check_folders(name: str, folders: object) -> list[Path]:
     for i, folder in enumerate(folders):
         if isinstance(folder, bytes) or not isinstance(folder, (str, os.PathLike)) or str(folder) == "":
             raise ValueError(f"{name}[{i}] must be a folder path, got {folder!r}")
-    return [Path(p).resolve() for p in folders]
+    return [Path(os.path.realpath(p)) for p in folders]
 
 
 def _clean(text: str) -> str:
     """Printable characters only (no terminal escapes from a submission)."""
-    return "".join(ch if ch.isprintable() else " " for ch in text)
+    return "".join(ch if ch.isprintable() else " " for ch in str(text))
 
 
-# --------------------------------------------------------------------------- the child's side
-
-_CALLED: list[str] = []
-
-
-def library_called(name: str) -> None:
-    """Recorded by a tripwire in the child (see :meth:`Sandbox.lock`)."""
-    if name not in _CALLED:
-        _CALLED.append(name)
-
-
-def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
-                  data.encode() if data else None) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
-
-
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-
-
-_STAGE_CANDIDATES = ("/mnt", "/media", "/srv", "/opt", "/home", "/boot")
-
-
-def _isolate(config: dict[str, Any]) -> Path:
-    """As root in fresh namespaces: private /tmp, hidden folders, then the sandbox's own user id."""
-    import ctypes
-
-    limits = config["limits"]
-    _mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
-    keeps = [Path(k) for k in config["keep"]]
-    # Stage the folders to keep before covering what contains them (the private /tmp included: a clone of the course
-    # under /tmp keeps its venv and package). The stage is a small tmpfs over an existing folder that holds no kept
-    # folder; it exists only in this private mount namespace.
-    stage_root = next((Path(c) for c in _STAGE_CANDIDATES
-                       if Path(c).is_dir() and not any(k == Path(c) or Path(c) in k.parents for k in keeps)), None)
-    if stage_root is None:
-        raise OSError("no folder to stage the kept folders on (tried " + ", ".join(_STAGE_CANDIDATES) + ")")
-    _mount("tmpfs", str(stage_root), "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=0700")
-    staged = []
-    for i, keep in enumerate(keeps):
-        if keep.is_dir():
-            spot = stage_root / str(i)
-            spot.mkdir()
-            _mount(str(keep), str(spot), None, _MS_BIND | _MS_REC, None)
-            staged.append((keep, spot))
-    _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={limits['tmp_bytes']},mode=1777")
-    for keep, spot in staged:
-        if Path("/tmp") in keep.parents:  # covered by the private /tmp: put it back, read-only
-            keep.mkdir(parents=True, exist_ok=True)
-            _mount(str(spot), str(keep), None, _MS_BIND | _MS_REC, None)
-            _mount("none", str(keep), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None)
-    for hidden in sorted((Path(h) for h in config["hide"]), key=lambda p: len(p.parts)):
-        if not hidden.is_dir():
-            continue
-        _mount("tmpfs", str(hidden), "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=0755")
-        for keep, spot in staged:
-            if keep == hidden or hidden in keep.parents:
-                target = hidden / keep.relative_to(hidden)
-                target.mkdir(parents=True, exist_ok=True)
-                _mount(str(spot), str(target), None, _MS_BIND | _MS_REC, None)
-                _mount("none", str(target), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None)
-        _mount("none", str(hidden), None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=1m,mode=0755")
-    for _, spot in staged:
-        ctypes.CDLL(None).umount2(str(spot).encode(), 2)  # MNT_DETACH
-    ctypes.CDLL(None).umount2(str(stage_root).encode(), 2)
-    for extra in ("/var/tmp", "/dev/shm"):
-        if Path(extra).is_dir():
-            _mount("tmpfs", extra, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=1777")
-    uid = int(config["uid"])
-    work = Path("/tmp/work")
-    for folder in (work, Path("/tmp/home")):
-        folder.mkdir(mode=0o700)
-        os.chown(folder, uid, uid)
-    return work
-
-
-def _set_limits(limits: dict[str, Any]) -> None:
-    import resource
-
-    pairs = [
-        (resource.RLIMIT_AS, limits["memory_bytes"]),
-        (resource.RLIMIT_CPU, limits["cpu_seconds"]),
-        (resource.RLIMIT_FSIZE, limits["file_bytes"]),
-        (resource.RLIMIT_NOFILE, limits["open_files"]),
-        (resource.RLIMIT_CORE, 0),
-    ]
-    for which, value in pairs:
-        resource.setrlimit(which, (value, value))
-
-
-def _drop_privileges(uid: int) -> None:
-    import ctypes
-
-    ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: setuid programs grant nothing
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-
-
-def _tripwire(obj: Any, dotted: str) -> Any:
-    """Replace the code of function ``obj`` so that every reference to it (even one taken earlier) records the call
-    and raises; return a replacement object for attribute lookups when the code cannot be swapped."""
-    source = (f"def _unavailable(*args, **kwargs):\n"
-              f"    __import__('sys').modules['course_pe.coursework.sandbox'].library_called({dotted!r})\n"
-              f"    raise RuntimeError({dotted + ' ' + _TRIPWIRE_MARK + '; implement it yourself'!r})\n")
-    namespace: dict[str, Any] = {}
-    exec(compile(source, "<grader>", "exec"), namespace)
-    replacement = namespace["_unavailable"]
-    try:
-        obj.__code__ = replacement.__code__
-        obj.__defaults__ = obj.__kwdefaults__ = None
-    except (AttributeError, ValueError, TypeError):
-        pass
-    return replacement
-
-
-def _lock(names: list[str]) -> None:
-    import importlib
-
-    for dotted in names:
-        parts = dotted.split(".")
-        for cut in range(len(parts) - 1, 0, -1):
-            try:
-                owner: Any = importlib.import_module(".".join(parts[:cut]))
-            except ImportError:
-                continue
-            try:
-                for attr in parts[cut:-1]:
-                    owner = getattr(owner, attr)
-                original = getattr(owner, parts[-1])
-            except AttributeError:
-                break
-            replacement = _tripwire(original, dotted)
-            setattr(owner, parts[-1], replacement)
-            for module in list(sys.modules.values()):  # re-exports (course_pe.alibi_slopes, ...)
-                if getattr(module, "__name__", "").startswith("course_pe") and \
-                        getattr(module, parts[-1], None) is original:
-                    setattr(module, parts[-1], replacement)
-            break
-
-
-def _child_main() -> None:  # pragma: no cover - runs in the sandbox (tested through the grader)
-    config = json.loads(sys.argv[-1])
-    fd_in, fd_out = int(config["in"]), int(config["out"])
-    limits = config["limits"]
-    if config["isolation"] == "full":
-        work = _isolate(config)
-    else:
-        work = Path(config["workdir"])
-        (work / "home").mkdir(exist_ok=True)
-        os.environ["HOME"] = str(work / "home")
-        os.environ["TMPDIR"] = str(work)
-        os.environ["MPLCONFIGDIR"] = str(work / "home" / ".matplotlib")
-    os.chdir(work)
-    # imports before any student code (time limits are for student code, not for imports)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import torch
-    from IPython.core.interactiveshell import InteractiveShell
-
-    import course_pe  # noqa: F401
-    from course_pe.coursework.exercises import call_case
-
-    torch.set_num_threads(1)
-    if config["isolation"] == "full":
-        _set_limits(limits)
-        _drop_privileges(int(config["uid"]))
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
-    else:
-        _set_limits(limits)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too large file is an OSError, not death
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    from traitlets.config import Config
-
-    settings = Config()
-    settings.HistoryManager.enabled = False
-    shell = InteractiveShell.instance(config=settings, colors="NoColor")
-    shell.showtraceback = lambda *a, **k: None  # tracebacks would go to /dev/null anyway
-    shell.run_cell("pass", store_history=False)  # IPython's own lazy imports, before any time limit
-    shell.run_cell("raise ValueError", store_history=False)
-    _write_frame(fd_out, json.dumps({"status": "ready"}).encode())
-    while True:
-        try:
-            request = json.loads(_read_frame(fd_in, None, 1 << 26))
-        except SandboxDied:
-            os._exit(0)
-        op = request.get("op")
-        if op == "cell":
-            try:
-                result = shell.run_cell(request["source"], store_history=False, silent=False)
-                exc = result.error_before_exec or result.error_in_exec
-                reply = {"status": "ok"} if exc is None else {"status": "error",
-                                                              "error": f"{type(exc).__name__}: {exc}"[:300]}
-            except BaseException as exc:  # noqa: BLE001 - the cell's problem, not ours
-                reply = {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300]}
-            _write_frame(fd_out, json.dumps(reply).encode())
-        elif op == "lock":
-            _lock(request["names"])
-            _write_frame(fd_out, json.dumps({"status": "ok"}).encode())
-        elif op == "call":
-            args = []
-            for spec in request["args"]:
-                if spec["kind"] == "value":
-                    args.append(spec["value"])
-                else:
-                    arr = _npy_load(_read_frame(fd_in, None, 1 << 26))
-                    args.append(torch.from_numpy(arr) if spec["kind"] == "tensor" else arr)
-            _CALLED.clear()
-            fn = shell.user_ns.get(request["function"])
-            try:
-                if fn is None or not callable(fn):
-                    outcome = None
-                    reply = {"status": "missing", "error": f"no function named `{request['function']}` is defined "
-                             "(was its cell deleted, renamed or did it fail?)"}
-                else:
-                    outcome = call_case(fn, tuple(args))
-                    reply = {"status": outcome.status, "error": outcome.error}
-            except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from the student's code
-                outcome = None
-                reply = {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300]}
-            reply["library_called"] = list(_CALLED)
-            payload = None
-            if outcome is not None and outcome.status == "ok":
-                if outcome.value.nbytes > limits["answer_bytes"]:
-                    reply = {"status": "invalid", "library_called": list(_CALLED),
-                             "error": f"the answer has {outcome.value.nbytes} bytes, more than the "
-                                      f"{limits['answer_bytes']} accepted"}
-                else:
-                    payload = _npy_bytes(outcome.value)
-            _write_frame(fd_out, json.dumps(reply).encode())
-            if payload is not None:
-                _write_frame(fd_out, payload)
+del errno, field

@@ -1,0 +1,90 @@
+"""Shared pieces of the grader's tests: correct and wrong answers for ``relative``, notebook files, sandbox processes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+
+from _class_tool import class_submissions_tool
+
+TOOL = class_submissions_tool()
+GOOD_T5 = TOOL.T5  # a correct student answer, written without course_pe
+GOOD_SLOPES = TOOL.SLOPES
+NAIVE_SLOPES = TOOL.NAIVE_SLOPES
+STUB_T5 = TOOL.STUB_T5
+STUB_SLOPES = TOOL.STUB_SLOPES
+STUBS = STUB_T5 + "\n" + STUB_SLOPES
+# the user ids of this process's sandboxes (course_pe.coursework.sandbox._new_uid); other graders on the machine use
+# other ranges
+SANDBOX_UIDS = range(1_500_000_000 + (os.getpid() % 400_000) * 1000, 1_500_000_000 + (os.getpid() % 400_000 + 1) * 1000)
+
+
+def notebook(folder: Path, name: str, *sources: str, metadata: dict | None = None) -> Path:
+    """Write a notebook with one code cell per source; return its path."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.metadata.update(metadata or {})
+    path = folder / f"{name}.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def scores(report) -> dict[str, tuple[float, str]]:
+    return {e.exercise: (e.score, e.status) for e in report.exercises}
+
+
+def sandbox_processes() -> list[int]:
+    """PIDs of processes that run as one of this process's sandbox users (none may outlive grading)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid in SANDBOX_UIDS:
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+# --------------------------------------------------------------------------- every assignment: right and wrong answers
+
+
+def book_solutions(chapter_path: Path) -> dict[str, str]:
+    """Exercise id -> source of the chapter's solution cell that defines it (the book's own answer)."""
+    import ast
+
+    from course_pe.coursework.exercises import EXERCISES
+
+    nb = nbformat.read(chapter_path, as_version=4)
+    found = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
+            for node in ast.parse(cell.source).body:
+                for ex in EXERCISES.values():
+                    if isinstance(node, ast.FunctionDef) and node.name == ex.function:
+                        found[ex.id] = cell.source
+    return found
+
+
+# A typical wrong answer per exercise, made from the book's solution: (text in the solution, its replacement). Each is
+# a mistake the check names (a classic mistake, several of them made by the course's sources).
+TYPICAL_MISTAKES = {
+    "sinusoidal_table": ("table[:, 1::2] = np.cos(positions * frequencies)",
+                         "table[:, 1::2] = np.cos(positions * 10000.0 ** (-np.arange(1, d_model, 2) / d_model))"),
+    "shift_matrix": ("[[c, s], [-s, c]]", "[[c, -s], [s, c]]"),
+    "add_positional_encoding": ("math.sqrt(d) * embeddings", "embeddings"),
+    "rope_rotation": ("angles = positions.to(torch.float64)", "angles = -positions.to(torch.float64)"),
+    "t5_bucket": ("n = -relative_position", "n = relative_position"),
+    "alibi_slopes": ("closest = 2 ** math.floor(math.log2(num_heads))", "closest = num_heads"),
+    "half_to_interleaved": ("torch.stack([x[..., :half], x[..., half:]], dim=-1).flatten(-2)",
+                            "torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)"),
+    "extrapolation_gap": ("loss_by_position[train_length:].nanmean() - loss_by_position[:train_length].nanmean()",
+                          "loss_by_position[train_length - 1:].nanmean() - loss_by_position[:train_length - 1].nanmean()"),
+}
+
+
+def typical_mistake(solution: str, exercise_id: str) -> str:
+    old, new = TYPICAL_MISTAKES[exercise_id]
+    assert old in solution, f"the book's solution of {exercise_id} changed: update TYPICAL_MISTAKES"
+    return solution.replace(old, new)
