@@ -397,6 +397,8 @@ def test_run_autograder_on_a_correct_submission(zips, tmp_path):
     assert "Graded Ada Lovelace – final (1).ipynb" in results["output"]
     assert isinstance(results["execution_time"], int) and 0 <= results["execution_time"] < 900
     assert "isolation level" in output and "seed of the hidden cases" in output and "Grade report" in output
+    assert results["extra_data"]["memory_limit"] == gradescope.sandbox_memory(gradescope.container_memory())
+    assert f"the submission's limit {results['extra_data']['memory_limit'] // 2**20} MiB" in output
     assert results["extra_data"]["isolation"].startswith(containment().level)
 
 
@@ -503,3 +505,17 @@ def test_run_autograder_on_a_hostile_submission(zips, tmp_path, level):
         assert not (opened / "survivor").exists(), "a process of the submission outlived grading"
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_submissions_memory_limit_fits_in_the_container():
+    """Gradescope's default container has 768 MB; the grader's sandbox allows 3 GiB. The submission's limit is set
+    below the container's, so that the sandbox's limit strikes first where the container allows it."""
+    from course_pe.coursework.sandbox import SandboxLimits
+
+    default = SandboxLimits().memory_bytes
+    assert gradescope.sandbox_memory(None) == default == 3 * 2**30
+    assert gradescope.sandbox_memory(16 * 2**30) == default
+    assert gradescope.sandbox_memory(3 * 2**30) == 3 * 2**30 - gradescope.GRADER_RESERVE
+    assert gradescope.sandbox_memory(768 * 10**6) == gradescope.MIN_SANDBOX_MEMORY  # too small: the floor, and a warning
+    here = gradescope.container_memory()
+    assert here is None or 0 < here <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -236,6 +236,46 @@ def _when(hidden_visibility: str) -> str:
 
 # --------------------------------------------------------------------------- one submission
 
+#: what the grader and the sandbox's template keep resident besides the submission (measured about 370 MiB for the
+#: whole tree grading a correct submission; the rest is headroom)
+GRADER_RESERVE = 640 * 2**20
+#: the least memory a submission's process gets (PyTorch alone maps about 590 MiB of address space)
+MIN_SANDBOX_MEMORY = 2**30
+
+
+def container_memory() -> int | None:
+    """The memory this container may use, in bytes: its cgroup's limit (v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``), at most the machine's memory; None where neither is known."""
+    limits = []
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            limits.append(int(text))
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    limits.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    return min(limits) if limits else None
+
+
+def sandbox_memory(container: int | None) -> int:
+    """The submission's memory limit in a container of ``container`` bytes: the grader's default (3 GiB) when it
+    fits beside the grader, else what is left after the grader's reserve, at least 1 GiB (then the container's own
+    limit may strike first: choose more memory in Gradescope's settings)."""
+    from .sandbox import SandboxLimits
+
+    default = SandboxLimits().memory_bytes
+    if container is None:
+        return default
+    container = int(check_float("container", container, minimum=0.0))
+    return max(MIN_SANDBOX_MEMORY, min(default, container - GRADER_RESERVE))
+
 
 def _lock_down(root: Path) -> None:
     """Before any submission code runs: only root may read the autograder, the results and Gradescope's metadata
@@ -357,6 +397,7 @@ def run_autograder(root: Path, *, isolation: str | None = None) -> int:
     written, 1 when the grader failed (no results.json; the reason on standard output). ``isolation``: ``"full"`` or
     ``"limited"`` to force a level (default: ``COURSE_PE_AUTOGRADER_ISOLATION`` or the best available)."""
     from .grade import grade_notebook
+    from .sandbox import SandboxLimits
 
     started = time.monotonic()
     root = Path(check_path("root", root))
@@ -373,6 +414,14 @@ def run_autograder(root: Path, *, isolation: str | None = None) -> int:
         if requested not in (None, "full", "limited"):
             raise GraderFailure(f"COURSE_PE_AUTOGRADER_ISOLATION must be full or limited, not {requested!r}")
         level, description = _isolation(requested)
+        container = container_memory()
+        limits = SandboxLimits(memory_bytes=sandbox_memory(container))
+        memory_line = (f"memory: container {container / 2**20:.0f} MiB" if container else "memory: container unknown") \
+            + f", the submission's limit {limits.memory_bytes / 2**20:.0f} MiB"
+        if container is not None and container - GRADER_RESERVE < MIN_SANDBOX_MEMORY:
+            memory_line += (" (WARNING: the container is smaller than the grader's reserve plus 1 GiB; a submission "
+                            "that uses much memory can get the whole container killed: choose at least 2 GB in "
+                            "Gradescope's autograder settings)")
         candidates, others = find_notebooks(root / "submission")
         chosen = choose_notebook(candidates, assignment)
         private = Path(tempfile.mkdtemp(prefix="course_pe_gradescope_"))
@@ -386,7 +435,7 @@ def run_autograder(root: Path, *, isolation: str | None = None) -> int:
                     copy = chosen.path  # the grader reads it safely and reports why it cannot
                 report = grade_notebook(copy, student="submission", assignment=assignment, isolation=level,
                                         timeout=config["timeout"], cell_timeout=config["cell_timeout"],
-                                        call_timeout=config["call_timeout"])
+                                        call_timeout=config["call_timeout"], limits=limits)
                 report.notebook = chosen.shown
                 problem = _infrastructure_problem(report)
                 if problem is not None:
@@ -405,13 +454,15 @@ def run_autograder(root: Path, *, isolation: str | None = None) -> int:
         seconds = time.monotonic() - started
         data = results_json(report, summary=summary, hidden_visibility=visibility, execution_time=seconds,
                             extra={"assignment": assignment, "notebook": chosen.shown if chosen else None,
-                                   "isolation": description, "course_pe": config.get("course_pe", "")})
+                                   "isolation": description, "memory_limit": limits.memory_bytes,
+                                   "course_pe": config.get("course_pe", "")})
         temporary = results / ".results.json.partial"
         temporary.unlink(missing_ok=True)
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=1, ensure_ascii=False)
         os.replace(temporary, results / "results.json")
         print(f"course_pe Gradescope autograder, assignment {assignment}; isolation level {level}: {description}")
+        print(memory_line)
         print(report.text())
         print(f"seed of the hidden cases: {report.seed} (to reproduce: python -m course_pe.coursework.grade NOTEBOOK "
               f"--student x --assignment {assignment} --seed {report.seed}); wrote {results / 'results.json'} in "
@@ -436,7 +487,10 @@ def check_install(root: Path) -> str:
     functions = [EXERCISES[e].function for e in config["exercises"]]
     cells = [f"def {f}(*args, **kwargs):\n    raise NotImplementedError\n" for f in functions]
     level, description = _isolation(os.environ.get("COURSE_PE_AUTOGRADER_ISOLATION") or None)
-    report = grade_cells(cells, config["assignment"], student="install-check", isolation=level)
+    from .sandbox import SandboxLimits
+
+    limits = SandboxLimits(memory_bytes=sandbox_memory(container_memory()))
+    report = grade_cells(cells, config["assignment"], student="install-check", isolation=level, limits=limits)
     if report.problems or any(e.status != "failed" for e in report.exercises):
         raise RuntimeError("the grader does not work in this image:\n" + report.text())
     return description
