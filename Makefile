@@ -1,12 +1,15 @@
 # Positional Encoding, Corrected: build the book and run the tests from a machine with only python3.
 #
-#   make test     pytest (package) + nbval in strict mode on every notebook in the TOC
+#   make test     pytest (package) + nbval in strict mode on every notebook in the TOC, side by side (TEST_JOBS)
 #   make test-portable  nbval again under other BLAS/ATen kernels and another thread count (portability policy)
 #   make book     HTML book in _build/html, warnings are errors
 #   make execute  re-run every TOC notebook in place (deterministic) after an intended change
-#   make test-site  open every page of _build/html in headless Chromium (offline math, links, search, mobile)
+#   make test-site  open every page of _build/html in headless Chromium (offline math, links, search, mobile,
+#                 nothing cut off at 1280 and 390 px, Chinese text drawn by the served font); SITE=... for another build
+#   make pdf      the whole book as one PDF in _build/pdf/ (headless Chromium, offline)
 #   make serve    serve _build/html on http://127.0.0.1:8000 (PORT=...)
 #   make lab      JupyterLab on book/ with course_pe importable and MyST rendered (jupyterlab-myst)
+#   make lab-student  JupyterLab on workbook/ (made first if missing), without nbgrader's instructor menus
 #   make workbook student notebooks (solutions replaced by stubs) into workbook/
 #   make grade NB=submission.ipynb STUDENT=name [ASSIGNMENT=chapter] [REPLACE=1]   grade a submission into grades/
 #   make grade DIR=submissions/ [ROSTER=roster.csv] [ASSIGNMENT=chapter] [JOBS=n] [REPLACE=1]   a whole folder
@@ -49,39 +52,65 @@ export JUPYTER_PLATFORM_DIRS := 1
 .PHONY: book-zh locale-update
 .PHONY: mutation install test test-package test-notebooks test-portable book book-student test-site execute serve lab workbook grade nbgrader clean distclean
 .PHONY: gradescope
+.PHONY: jdk lab-student pdf
 
 install: $(STAMP)
 
+# torch: PyPI's default torch wheel for Linux is the CUDA build (several GB of NVIDIA libraries). On Linux torch is
+# installed first, alone (--no-deps), from PyTorch's CPU wheel index as an extra index, unless the machine has an
+# NVIDIA GPU (nvidia-smi works) or TORCH_BUILD=cuda is given; TORCH_BUILD=cpu forces the CPU build. macOS and Windows
+# wheels on PyPI are CPU builds already. Nothing else is looked up on that index.
+TORCH_BUILD ?= auto
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_PIN := $(shell grep -E '^torch==' requirements.txt)
+TORCH_CPU := $(if $(filter cpu,$(TORCH_BUILD)),yes,$(if $(filter auto,$(TORCH_BUILD)),$(shell [ "$$(uname -s)" = Linux ] && ! nvidia-smi -L > /dev/null 2>&1 && echo yes)))
+
 $(STAMP): requirements.txt pyproject.toml
-	@echo "==> setting up $(VENV): first run, a few minutes (pinned packages from requirements.txt, then course_pe)"
+	@echo "==> installing into $(VENV) (the first time: about 5 minutes and 1.9 GB of disk; again only when requirements.txt or pyproject.toml change)"
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || echo "==> warning: $(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'); the pins are made and tested for 3.11"
 	@test -x $(BIN)/python || { echo "==> creating the virtual environment $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
-	@echo "==> installing $$(grep -c '==' requirements.txt) pinned packages (torch==2.13.0 CPU build among them); pip prints each download"
-	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt 2>&1 \
-	    | sed -u '$(PIP_NOISE)' | { grep --line-buffered -E '^(Collecting|Downloading|Installing|Successfully|ERROR|error)' || true; } \
-	    | cut -c1-160
+	@if [ -n "$(TORCH_CPU)" ]; then \
+	    echo "==> installing $(TORCH_PIN), CPU build, from PyTorch's CPU wheel index (TORCH_BUILD=cuda for the CUDA build)"; \
+	    tools/pip_install.sh $(BIN)/python --no-deps --extra-index-url $(TORCH_CPU_INDEX) $(TORCH_PIN); fi
+	@echo "==> installing $$(grep -c '==' requirements.txt) pinned packages; pip prints each one it collects or downloads"
+	@tools/pip_install.sh $(BIN)/python -r requirements.txt
 	@$(BIN)/python -c "import torch, myst_nb, nbval" || { echo "==> pip did not install the pins; see the messages above"; exit 1; }
+	@if [ -n "$(TORCH_CPU)" ]; then $(BIN)/python -c "import sys, torch; sys.exit(torch.version.cuda is not None)" \
+	    || { echo "==> torch is the CUDA build although the CPU build was asked for (was PyTorch's CPU index unreachable?); pip uninstall torch, then make install again"; exit 1; }; fi
 	@echo "==> installing course_pe (editable) and the notebook kernel"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 | sed '$(PIP_NOISE)'
-	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course_pe)" > /dev/null
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 | sed '$(PIP_NOISE)'
+	@$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course_pe)" > /dev/null
 	@rm -f $(VENV)/.installed-*
 	@touch $@
-	@echo "==> $(VENV) is ready"
+	@echo "==> $(VENV) is ready ($$(du -sh $(VENV) | cut -f1))"
 
 NOTEBOOKS = $(shell $(BIN)/python tools/book_tools.py notebooks)
+# The same notebooks, the longest-running first, so that side-by-side runs end together.
+NOTEBOOKS_FOR_TESTS = $(shell $(BIN)/python tools/book_tools.py notebooks --longest-first)
 
-test: test-package test-notebooks
+# Side by side: every notebook runs one thread (COURSE_PE_THREADS), so the tests run in as many pytest-xdist workers
+# as there are cores per thread; a notebook stays whole in one worker (--dist loadfile keeps its cells in order).
+# TEST_JOBS=1 runs everything in one process. Stored outputs do not depend on it (make test-portable checks them).
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); t=$${COURSE_PE_THREADS:-1}; j=$$((n / t)); echo $$((j > 0 ? j : 1)))
+XDIST = $(if $(filter-out 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
+NBVAL = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+# make test: the package tests and every notebook in one pytest run, side by side.
+test: $(STAMP) jdk
+	COURSE_PE_REQUIRE_JDK=1 $(BIN)/python -m pytest -q $(XDIST) $(NBVAL) --durations=15 $(NOTEBOOKS_FOR_TESTS) tests
 
 test-package: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q $(XDIST) --durations=10 tests
 
 # Three notebooks compile the sources' Java (javac, javap, java). A reader without a JDK sees those checks announced as
 # not run; under the tests (COURSE_PE_REQUIRE_JDK=1) a missing JDK is a failure, reported here before anything runs.
 JDK_HINT = make test needs a JDK (javac, javap, java) for the notebooks that compile the sources' Java. Debian/Ubuntu: sudo apt-get install default-jdk-headless; macOS: brew install openjdk
-test-notebooks: $(STAMP)
-	@test -n "$(NOTEBOOKS)" || { echo "no notebooks found in _toc.yml"; exit 1; }
+jdk:
 	@for tool in javac javap java; do command -v $$tool > /dev/null || { echo "==> $(JDK_HINT)"; exit 1; }; done
-	COURSE_PE_REQUIRE_JDK=1 $(BIN)/python -m pytest -q --nbval --nbval-current-env \
-	    --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=5 $(NOTEBOOKS)
+
+test-notebooks: $(STAMP) jdk
+	@test -n "$(NOTEBOOKS)" || { echo "no notebooks found in _toc.yml"; exit 1; }
+	COURSE_PE_REQUIRE_JDK=1 $(BIN)/python -m pytest -q $(XDIST) $(NBVAL) --durations=5 $(NOTEBOOKS_FOR_TESTS)
 
 # Portability: the stored outputs were made with the machine's best kernels and one thread. Re-run every notebook
 # with other NumPy/OpenBLAS and PyTorch/ATen kernels and two threads, as another laptop or server would; a stored
@@ -159,9 +188,17 @@ gradescope: $(STAMP)
 
 # The site test needs Debian's chromium (/usr/bin/chromium) and playwright (requirements.txt); it tells how to
 # install whichever is missing. Screenshots go to _build/site-test/.
+SITE ?= _build/html
+SITE_TEST_ARGS ?=
 test-site: $(STAMP)
-	@test -f _build/html/index.html || { echo "run 'make book' first"; exit 1; }
-	$(BIN)/python tools/site_test.py --site _build/html --out _build/site-test
+	@test -f $(SITE)/index.html || { echo "no built site in $(SITE): run 'make book' first"; exit 1; }
+	$(BIN)/python tools/site_test.py --site $(SITE) --out _build/site-test $(SITE_TEST_ARGS)
+
+# The whole book as one PDF, offline (tools/book_pdf.py): the single-page build, printed by headless Chromium (the
+# same browser as the site test) with page numbers, a table of contents and one bookmark per part and chapter.
+pdf: $(STAMP)
+	$(BIN)/jupyter-book build . --builder singlehtml -W -n --keep-going
+	$(BIN)/python tools/book_pdf.py --site _build/singlehtml --out _build/pdf/positional-encoding-corrected.pdf
 
 PORT ?= 8000
 serve:
@@ -173,6 +210,14 @@ serve:
 lab: $(STAMP)
 	@$(BIN)/jupyter labextension list 2>&1 | grep -q "jupyterlab-myst.*enabled" || $(BIN)/jupyter labextension enable jupyterlab-myst
 	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) book
+
+# Students: JupyterLab on the workbook (solutions replaced by stubs, the book's numbers in the prose), made first if
+# missing, without nbgrader's instructor menus and server extensions (tools/student_lab/ is put first on the
+# configuration path).
+lab-student: $(STAMP)
+	@test -d workbook || $(MAKE) --no-print-directory workbook
+	@$(BIN)/jupyter labextension list 2>&1 | grep -q "jupyterlab-myst.*enabled" || $(BIN)/jupyter labextension enable jupyterlab-myst
+	JUPYTER_CONFIG_PATH=$(CURDIR)/tools/student_lab $(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) workbook
 
 # Mutation testing (tests/MUTATION.md): tools/mutation/run.sh copies course_pe/, tests/ and tools/mutation/setup.cfg into
 # MUTATION_DIR (default: a new temporary folder) and runs mutmut (pinned there) with one child process.

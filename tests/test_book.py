@@ -88,3 +88,12 @@ def test_erratum_callouts_are_labelled(path):
                 assert f"(erratum-{erratum.lower()})=" in text, f"{erratum} has no label for the errata chapter to link"
         if "{admonition} Errat" in text:
             assert ":class: warning erratum" in text
+
+
+def test_the_slowest_notebooks_list_names_toc_notebooks():
+    """make test starts these first (book_tools.longest_first); a renamed or removed notebook must leave the list."""
+    toc = {p.relative_to(ROOT).as_posix() for p in TOC_NOTEBOOKS}
+    assert set(book_tools.SLOWEST_NOTEBOOKS) <= toc, set(book_tools.SLOWEST_NOTEBOOKS) - toc
+    ordered = book_tools.longest_first(TOC_NOTEBOOKS)
+    assert sorted(ordered) == sorted(TOC_NOTEBOOKS)
+    assert [p.relative_to(ROOT).as_posix() for p in ordered[:len(book_tools.SLOWEST_NOTEBOOKS)]] == list(book_tools.SLOWEST_NOTEBOOKS)

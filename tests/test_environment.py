@@ -41,3 +41,14 @@ def test_key_pins():
 def test_conda_python_matches_the_course_machines():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert "python=3.11" in env["dependencies"]
+
+
+def test_make_and_binder_take_torch_from_the_same_cpu_index():
+    """make install (Linux without a GPU) and Binder both install the CPU build of torch from PyTorch's CPU index."""
+    import re
+
+    makefile = (ROOT / "Makefile").read_text()
+    index = re.search(r"^TORCH_CPU_INDEX \?= (\S+)$", makefile, flags=re.M).group(1)
+    assert f"--extra-index-url {index}" in (ROOT / "binder" / "requirements.txt").read_text()
+    assert "--no-deps --extra-index-url $(TORCH_CPU_INDEX) $(TORCH_PIN)" in makefile  # torch alone from that index
+    assert "torch.version.cuda is not None" in makefile  # and a check that the CPU build landed

@@ -344,3 +344,23 @@ def test_messages_name_the_input_and_preview_the_difference():
                                             axis=-1).reshape(n, d)))
     assert base_1000.difference.startswith("value at position 1, dimension 2:"), base_1000.difference
     assert base_1000.expected != base_1000.got
+
+
+@pytest.mark.parametrize("exception", [SystemExit(3), GeneratorExit(), BaseException("custom")])
+def test_base_exceptions_from_the_student_are_reported_not_raised(exception):
+    """Red-team library probe: a function raising SystemExit escaped ``check`` (``call_case`` caught only Exception)
+    and ended the notebook cell; every BaseException but the reader's own Ctrl-C is now feedback."""
+
+    def student(n):
+        raise exception
+
+    report = check("alibi_slopes", student)
+    assert not report.passed and report.error.startswith(type(exception).__name__), report.error
+
+
+def test_keyboard_interrupt_still_interrupts():
+    def student(n):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        check("alibi_slopes", student)

@@ -86,7 +86,7 @@ def test_student_pages_remove_answer_placeholders(tmp_path):
 def test_mathjax_is_local_and_the_extension_is_configured():
     assert CONFIG["sphinx"]["config"]["mathjax_path"] == book_site.MATHJAX_PATH
     assert "://" not in book_site.MATHJAX_PATH
-    assert CONFIG["sphinx"]["local_extensions"] == {"book_site": "tools/"}
+    assert CONFIG["sphinx"]["local_extensions"]["book_site"] == "tools/"  # (other local extensions may follow)
     es5 = book_site.mathjax_source()
     assert (es5 / "tex-mml-chtml.js").is_file()
     assert (es5 / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
@@ -172,3 +172,96 @@ def test_raw_tex_is_detected(text):
 @pytest.mark.parametrize("text", ["plain prose (with brackets) [1]", "costs $5 and $6", "C:/path", "a_b = 4"])
 def test_prose_is_not_taken_for_tex(text):
     assert not site_test.RAW_TEX.search(text)
+
+
+# ------------------------------------------------------------------ the CJK font (tools/cjk_font.py)
+
+import cjk_font  # noqa: E402
+
+
+def _source_texts() -> list[Path]:
+    """Every text a build can show: chapters and pages, the errata catalogue, translation catalogues (locale/)."""
+    paths = [ROOT / "book", ROOT / "_toc.yml"]
+    if (ROOT / "locale").is_dir():
+        paths.append(ROOT / "locale")
+    return paths
+
+
+def test_every_cjk_character_of_the_book_is_in_the_source_font():
+    chars = cjk_font.chars_in_files(_source_texts())
+    assert len(chars) > 100, "the sources quote Chinese; finding almost no CJK characters means the scan is broken"
+    missing = cjk_font.missing_from_source(chars)
+    assert not missing, (f"{len(missing)} CJK character(s) used by the book are not in {cjk_font.SOURCE_FONT.name}: "
+                         f"{''.join(missing)} (the served font is a subset of it; see tools/cjk_font.py)")
+
+
+def test_source_font_is_the_pinned_file_with_its_licence():
+    import hashlib
+
+    assert hashlib.sha256(cjk_font.SOURCE_FONT.read_bytes()).hexdigest() == cjk_font.SOURCE_SHA256
+    assert "SIL Open Font License" in cjk_font.SOURCE_LICENSE.read_text()
+
+
+def test_subset_has_exactly_the_requested_characters_and_refuses_missing_ones(tmp_path):
+    chars = set("位置编码更正说明")
+    target = tmp_path / "subset.woff2"
+    cjk_font.subset(chars, target)
+    assert cjk_font.font_chars(target) >= chars
+    assert not {c for c in cjk_font.font_chars(target) if cjk_font.is_cjk(c)} - chars
+    assert target.stat().st_size < 20_000
+    with pytest.raises(ValueError, match="not in"):
+        cjk_font.subset({"\U0002A6D6"}, tmp_path / "bad.woff2")  # an extension-B ideograph the SC subset lacks
+
+
+def test_cjk_runs_and_unicode_range():
+    text = "the source says “位置编码 (PE) 是固定的，偏移 6 更近” here"
+    assert [m.group(0) for m in cjk_font.CJK_RUN.finditer(text)] == ["位置编码", "是固定的，偏移 6 更近"]
+    assert cjk_font.unicode_range({"a", "b", "c", "x"}) == "U+61-63, U+78"
+    assert cjk_font.cjk_chars("abc 更正 d") == {"更", "正"}
+
+
+# ------------------------------------------------------------------ make pdf (tools/book_pdf.py)
+
+import book_pdf  # noqa: E402
+
+
+def test_pdf_chapters_follow_the_toc_with_their_parts():
+    entries = book_pdf.chapters()
+    assert entries[0].docname == "book/intro" and entries[0].part == ""
+    assert [c.docname for c in entries[1:]] == [
+        p.relative_to(ROOT).with_suffix("").as_posix() for p in book_tools.toc_files()[1:]]
+    assert {c.part for c in entries[1:]} >= {"Foundations", "Reference"}
+
+
+def _blank_pdf(pages: int, destinations: dict[str, int]) -> bytes:
+    import io
+
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    for _ in range(pages):
+        writer.add_blank_page(width=200, height=200)
+    for name, page in destinations.items():
+        writer.add_named_destination(name, page)
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
+
+
+def test_pdf_chapter_pages_and_bookmarks(tmp_path):
+    from pypdf import PdfReader
+
+    data = _blank_pdf(6, {"pdf-chapter-0": 1, "pdf-chapter-1": 2, "pdf-chapter-2": 4, "other": 5})
+    assert book_pdf.chapter_pages(data, 4) == [2, 3, 5, 0]  # 1-based; the fourth chapter has no destination
+    entries = [book_pdf.Chapter("", "book/intro", "Intro", 2), book_pdf.Chapter("Part I", "a", "A", 3),
+               book_pdf.Chapter("Part I", "b", "B", 5)]
+    target = tmp_path / "book.pdf"
+    assert book_pdf.add_bookmarks(data, entries, target) == 6
+    reader = PdfReader(target)
+    outline = reader.outline
+    assert outline[0].title == "Intro" and reader.get_destination_page_number(outline[0]) == 1
+    assert outline[1].title == "Part I" and [c.title for c in outline[2]] == ["A", "B"]
+    assert reader.metadata.title == "Positional Encoding, Corrected"
+    # blank pages hold no title: the check reports every chapter
+    problems = book_pdf.check_pdf(target, entries)
+    assert sum("not found on its page" in p for p in problems) == 3

@@ -29,12 +29,19 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
+from sphinx.util import logging
 from sphinx.util.nodes import clean_astext
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cjk_font  # noqa: E402  (tools/cjk_font.py, beside this file)
+
+logger = logging.getLogger(__name__)
 
 MATHJAX_PATH = "mathjax/tex-mml-chtml.js"
 # Everything under es5/ except these (top-level combined components we do not load, and the SVG output).
@@ -64,6 +71,50 @@ document.addEventListener("DOMContentLoaded", function () {
 """
 _SITE_CSS = """\
 details.proof-fold > summary { cursor: pointer; font-weight: 600; }
+
+/* One search box: the theme's top header band repeats the sidebar's "Search Ctrl+K" button and holds nothing else
+   (the article header has the menu button); Ctrl+K still opens the search dialog. */
+header.bd-header { display: none !important; }
+
+/* Nothing is cut off at the column's edge. A block wider than the column scrolls inside itself, shows a scrollbar
+   (also where the system hides scrollbars until one scrolls) and a shadow on the side where more content is.
+   book_site_layout.js marks such blocks .pe-scroll and keeps .pe-more-left / .pe-more-right current. */
+.bd-article div.highlight > pre, .bd-article div.cell_output pre, .bd-article div.output pre,
+.bd-article div.math, .bd-article .pst-scrollable-table-container, .bd-article div.output.text_html,
+.bd-article mjx-container.pe-wide-inline {
+  overflow-x: auto;
+}
+.bd-article div.math { overflow-y: hidden; }
+/* The equation's div scrolls (and is marked), not MathJax's container inside it. */
+.bd-article div.math > mjx-container[jax="CHTML"][display="true"] { overflow: visible; }
+.bd-article mjx-container.pe-wide-inline {
+  display: inline-block; max-width: 100%; overflow-y: hidden; vertical-align: middle;
+}
+.pe-scroll { scrollbar-width: thin; scrollbar-color: rgba(110, 110, 110, 0.75) transparent; }
+.pe-scroll::-webkit-scrollbar { height: 9px; }
+.pe-scroll::-webkit-scrollbar-thumb { background: rgba(110, 110, 110, 0.75); border-radius: 5px; }
+.pe-scroll.pe-more-right { box-shadow: inset -16px 0 12px -12px rgba(0, 0, 0, 0.45); }
+.pe-scroll.pe-more-left { box-shadow: inset 16px 0 12px -12px rgba(0, 0, 0, 0.45); }
+.pe-scroll.pe-more-left.pe-more-right {
+  box-shadow: inset 16px 0 12px -12px rgba(0, 0, 0, 0.45), inset -16px 0 12px -12px rgba(0, 0, 0, 0.45);
+}
+html[data-theme="dark"] .pe-scroll.pe-more-right { box-shadow: inset -16px 0 12px -12px rgba(255, 255, 255, 0.5); }
+html[data-theme="dark"] .pe-scroll.pe-more-left { box-shadow: inset 16px 0 12px -12px rgba(255, 255, 255, 0.5); }
+html[data-theme="dark"] .pe-scroll.pe-more-left.pe-more-right {
+  box-shadow: inset 16px 0 12px -12px rgba(255, 255, 255, 0.5), inset -16px 0 12px -12px rgba(255, 255, 255, 0.5);
+}
+p.pe-scroll-note { font-size: 0.85em; color: var(--pst-color-text-muted); margin: 0.2em 0 0.3em; }
+
+/* Print (make pdf): nothing scrolls on paper. Code and outputs wrap, wide tables and equations are scaled to fit
+   (book_site_layout.js, before printing), folds are open. */
+@media print {
+  .bd-article div.highlight > pre, .bd-article div.cell_output pre, .bd-article div.output pre {
+    white-space: pre-wrap; overflow-wrap: anywhere; overflow: visible;
+  }
+  .pe-scroll, .pe-scroll.pe-more-left, .pe-scroll.pe-more-right { box-shadow: none; }
+  p.pe-scroll-note { display: none; }
+}
+
 /* Phones: long identifiers, signatures, URLs and index tables wrap instead of widening the page. */
 @media (max-width: 767.98px) {
   .bd-content { overflow-wrap: anywhere; }
@@ -189,6 +240,55 @@ def drop_repeated_scripts(app: Sphinx, pagename: str, templatename: str, context
     scripts[:] = unique
 
 
+class cjk_span(nodes.inline):
+    """A run of Chinese text in an English page: ``<span lang="zh">`` (the CJK font and correct line breaking)."""
+
+
+def _visit_cjk_span(self, node: cjk_span) -> None:
+    self.body.append('<span lang="zh">')
+
+
+def _depart_cjk_span(self, node: cjk_span) -> None:
+    self.body.append("</span>")
+
+
+# Text in these nodes is code, math or markup that a span would break.
+_NO_CJK_SPAN = (nodes.FixedTextElement, nodes.literal, nodes.math, nodes.raw, nodes.comment, nodes.Invisible,
+                nodes.title, cjk_span)
+
+
+def mark_chinese(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Wrap every run of Chinese text of an English page in ``cjk_span`` (HTML builders only)."""
+    if app.builder.format != "html" or (app.config.language or "en").lower().startswith("zh"):
+        return
+    for text in list(doctree.findall(nodes.Text)):
+        parent = text.parent
+        if parent is None or not cjk_font.CJK_CHAR.search(text.astext()):
+            continue
+        if any(isinstance(a, _NO_CJK_SPAN) for a in _ancestors(parent)):
+            continue
+        value = text.astext()
+        parts: list[nodes.Node] = []
+        position = 0
+        for match in cjk_font.CJK_RUN.finditer(value):
+            if match.start() > position:
+                parts.append(nodes.Text(value[position:match.start()]))
+            parts.append(cjk_span("", match.group(0)))
+            position = match.end()
+        if position < len(value):
+            parts.append(nodes.Text(value[position:]))
+        index = parent.index(text)
+        parent.remove(text)
+        for offset, part in enumerate(parts):
+            parent.insert(index + offset, part)
+
+
+def _ancestors(node: nodes.Node):
+    while node is not None:
+        yield node
+        node = node.parent
+
+
 PER_CHAPTER_TYPES = ("exercise",)
 
 
@@ -203,9 +303,58 @@ def number_per_chapter(app: Sphinx, env) -> list[str]:
     return []
 
 
+STATIC = Path(__file__).resolve().parent / "book_site_static"
+
+
+def _font_css(unicode_range: str) -> str:
+    """The served CJK font: used for every CJK character (last in the text stacks, first in Chinese spans)."""
+    if not unicode_range:
+        return ""
+    family = cjk_font.FAMILY
+    return f"""
+/* Noto Sans SC (SIL OFL 1.1, _static/fonts/OFL.txt), subset to the CJK characters of this build
+   (tools/cjk_font.py): Chinese text renders on machines without a CJK font. */
+@font-face {{
+  font-family: "{family}";
+  src: url("fonts/course-cjk.woff2") format("woff2");
+  font-weight: 400;  /* one weight: browsers synthesize bold for headings and <strong> */
+  font-display: swap;
+  unicode-range: {unicode_range};
+}}
+html {{
+  --pst-font-family-base: system-ui, "{family}", sans-serif, "Apple Color Emoji", "Segoe UI Emoji", "Noto Color Emoji";
+  --pst-font-family-heading: var(--pst-font-family-base);
+  --pst-font-family-monospace: var(--pst-font-family-monospace-system), "{family}";
+}}
+:lang(zh) {{ font-family: "{family}", var(--pst-font-family-base); }}
+:lang(zh) code, :lang(zh) pre, :lang(zh) kbd {{ font-family: var(--pst-font-family-monospace); }}
+"""
+
+
 def write_css(app: Sphinx, exception: Exception | None) -> None:
     if exception is None and app.builder.format == "html":
-        (Path(app.outdir) / "_static" / "book_site.css").write_text(_SITE_CSS)
+        outdir = Path(app.outdir)
+        try:
+            chars, unicode_range = cjk_font.subset_site(outdir)
+        except ValueError as err:  # a CJK character the source font lacks
+            raise ExtensionError(f"CJK font: {err}") from err
+        (outdir / "_static" / "book_site.css").write_text(_SITE_CSS + _font_css(unicode_range))
+        logger.info(f"[book_site] CJK font subset: {len(chars)} characters")
+        for name in ("book_site_layout.js", "book_site_search.js"):
+            shutil.copy2(STATIC / name, Path(app.outdir) / "_static" / name)
+
+
+def single_page_handlers(app: Sphinx) -> None:
+    """The single-page build (make pdf) renders every node the HTML build renders.
+
+    Sphinx looks node handlers up by builder name, and falls back to the format ("html") only when no extension
+    registered any handler for "singlehtml"; some did, so myst-nb's folded code cells had none there."""
+    if app.builder.name != "singlehtml":
+        return
+    handlers = app.registry.translation_handlers
+    merged = dict(handlers.get("html", {}))
+    merged.update(handlers.get("singlehtml", {}))
+    handlers["singlehtml"] = merged
 
 
 def check_config(app: Sphinx, config) -> None:
@@ -218,6 +367,7 @@ def check_config(app: Sphinx, config) -> None:
 
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", check_config)
+    app.connect("builder-inited", single_page_handlers)
     app.connect("build-finished", copy_mathjax)
     # MathJax on every page: navigation and titles may contain math on pages that have none in their body.
     app.set_html_assets_policy("always")
@@ -230,5 +380,9 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-get-updated", number_per_chapter, priority=900)  # after Sphinx assigns figure numbers
     app.connect("env-merge-info", merge_math_titles)
     app.connect("doctree-resolved", math_in_link_text)
+    app.connect("doctree-resolved", mark_chinese)
+    app.add_node(cjk_span, html=(_visit_cjk_span, _depart_cjk_span))
     app.add_css_file("book_site.css")
+    app.add_js_file("book_site_layout.js")
+    app.add_js_file("book_site_search.js", priority=900)  # after searchtools.js, whose Search it wraps
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

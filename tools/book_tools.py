@@ -1,6 +1,7 @@
 """Book tooling used by the Makefile and the tests (not part of the course_pe library).
 
     python tools/book_tools.py notebooks        # TOC notebooks, in reading order
+    python tools/book_tools.py notebooks --longest-first  # the same, the slowest to test first (make test)
     python tools/book_tools.py execute [NB ...] # re-execute notebooks in place, deterministically
     python tools/book_tools.py normalize [--check] [NB ...]  # reading set-up of every TOC notebook (below)
     python tools/book_tools.py student-pages DIR  # student edition sources: drop the "your answer" stubs
@@ -59,6 +60,24 @@ def toc_files() -> list[Path]:
 
 def toc_notebooks() -> list[Path]:
     return [p for p in toc_files() if p.suffix == ".ipynb"]
+
+
+# The notebooks that train models, slowest first (README: their training cells take about a minute each on the
+# course machine). make test starts them first, so that side-by-side workers finish at about the same time; a
+# notebook missing here simply keeps its reading order after these.
+SLOWEST_NOTEBOOKS = (
+    "book/part3/extrapolation.ipynb",
+    "book/part3/context_extension.ipynb",
+    "book/part3/learned_beyond.ipynb",
+    "book/part1/learned.ipynb",
+    "book/part2/relative.ipynb",
+)
+
+
+def longest_first(paths: list[Path]) -> list[Path]:
+    """``paths`` with those named in SLOWEST_NOTEBOOKS first, in that order, then the rest in their order."""
+    rank = {ROOT / name: i for i, name in enumerate(SLOWEST_NOTEBOOKS)}
+    return sorted(paths, key=lambda p: rank.get(p, len(rank)))
 
 
 def book_notebooks() -> list[Path]:
@@ -214,7 +233,8 @@ def main(argv: list[str]) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     if command == "notebooks":
-        print(" ".join(str(p.relative_to(ROOT)) for p in toc_notebooks()))
+        paths = longest_first(toc_notebooks()) if "--longest-first" in rest else toc_notebooks()
+        print(" ".join(str(p.relative_to(ROOT)) for p in paths))
         return 0
     if command == "execute":
         paths = [Path(p).resolve() for p in rest] if rest else toc_notebooks()

@@ -21,6 +21,7 @@ Exit status 0 when everything passed, 1 with a list of problems otherwise, 2 whe
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import functools
 import html.parser
 import http.server
@@ -38,6 +39,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import cjk_font  # noqa: E402
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -67,11 +70,18 @@ SKIP_TEXT_IN = "pre, code, script, style, textarea, mjx-container, mjx-assistive
 LAUNCH_HOSTS = ("mybinder.org", "colab.research.google.com")
 
 
+def progress(message: str) -> None:
+    """One line of progress, at once (the test takes a minute or more; CI logs are not terminals)."""
+    print(message, flush=True)
+
+
 @dataclass
 class Report:
     problems: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
     pages: int = 0
+    blocks: int = 0
+    cjk_samples: int = 0
 
     def fail(self, page: str, message: str) -> None:
         self.problems.append(f"{page}: {message}")
@@ -186,7 +196,8 @@ _PAGE_STATE_JS = """
   }
   const ids = Array.from(document.querySelectorAll("[id]")).map((e) => e.id)
     .concat(Array.from(document.querySelectorAll("a[name]")).map((e) => e.getAttribute("name")));
-  const links = Array.from(document.querySelectorAll("a[href]")).map((a) => a.href);
+  // The language switch links to the sibling edition, outside the served folder (tools/zh_edition.py checks it).
+  const links = Array.from(document.querySelectorAll("a[href]:not(.edition-switch)")).map((a) => a.href);
   const images = Array.from(document.images).map((img) => ({src: img.currentSrc || img.src,
     ok: img.complete && img.naturalWidth > 0}));
   const mathSource = document.querySelectorAll("span.math, div.math").length;
@@ -208,6 +219,279 @@ async () => {
 """
 
 
+# ----------------------------------------------------------------------------------------------- clipping
+
+# The blocks that must never be cut off, as (kind, CSS selector inside the article). A display equation is the
+# div.math that holds it; an inline formula is a MathJax container outside such a div.
+BLOCK_KINDS = (
+    ("code", "div.highlight > pre"),
+    ("output", "div.cell_output pre, div.output pre"),
+    ("equation", "div.math"),
+    ("table", "table"),
+    ("inline formula", "mjx-container:not([display='true'])"),
+    ("figure", "img"),
+)
+
+_OPEN_FOLDS_JS = """
+async () => {
+  document.querySelectorAll('details').forEach((d) => { d.open = true; });
+  document.querySelectorAll('.toggle-hidden').forEach((e) => e.classList.remove('toggle-hidden'));
+  if (window.peLayout) window.peLayout();
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  if (window.peLayout) window.peLayout();
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+}
+"""
+
+_WAIT_FOR_LAYOUT_JS = """
+async () => {
+  for (let i = 0; i < 400 && document.documentElement.dataset.peLayout !== 'ready'; i++) {
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return document.documentElement.dataset.peLayout === 'ready';
+}
+"""
+
+# For every visible block of BLOCK_KINDS: either it lies inside a box that scrolls sideways (overflow-x auto or
+# scroll) and that box, when its content is wider than itself, shows that it scrolls (book_site_layout.js's
+# .pe-scroll mark, a scrollbar that takes space, an edge shadow), and the box itself stays inside the column; or it
+# fits: its content is not cut by its own overflow, and it does not run past the column's or its line's right edge.
+_CLIPPING_JS = """
+(kinds) => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
+  if (!article) return {checked: 0, problems: ['no article element on the page']};
+  const aStyle = getComputedStyle(article);
+  const limit = article.getBoundingClientRect().right - parseFloat(aStyle.paddingRight) - parseFloat(aStyle.borderRightWidth);
+  const start = article.getBoundingClientRect().left + parseFloat(aStyle.paddingLeft) + parseFloat(aStyle.borderLeftWidth);
+  // The horizontal extent of a block and of its children (a centred child wider than its parent spills both ways).
+  const extent = (e) => {
+    let [left, right] = [e.getBoundingClientRect().left, e.getBoundingClientRect().right];
+    for (const c of e.children) {
+      const r = c.getBoundingClientRect();
+      if (r.width > 0) { left = Math.min(left, r.left); right = Math.max(right, r.right); }
+    }
+    return [left, right];
+  };
+  const visible = (e) => e.getClientRects().length > 0 && e.checkVisibility({visibilityProperty: true});
+  const describe = (e) => {
+    const fixture = e.closest('[data-pe-fixture]');
+    const tag = fixture ? `[fixture ${fixture.dataset.peFixture}] ` : '';
+    return tag + (e.textContent || e.getAttribute('src') || '').replace(/\\s+/g, ' ').trim().slice(0, 70);
+  };
+  const scrollBox = (e) => {
+    for (let a = e; a && a !== article; a = a.parentElement) {
+      const ox = getComputedStyle(a).overflowX;
+      if (ox === 'auto' || ox === 'scroll') return a;
+    }
+    return null;
+  };
+  const lineRight = (e) => {
+    let p = e.parentElement;
+    while (p && p !== article && getComputedStyle(p).display.startsWith('inline')) p = p.parentElement;
+    const s = getComputedStyle(p);
+    return p.getBoundingClientRect().right - parseFloat(s.paddingRight) - parseFloat(s.borderRightWidth);
+  };
+  const problems = [];
+  let checked = 0;
+  const seenBoxes = new Set();
+  const affordance = (kind, box, e) => {
+    if (seenBoxes.has(box) || box.scrollWidth <= box.clientWidth + 1) return;
+    seenBoxes.add(box);
+    const s = getComputedStyle(box);
+    const bar = box.offsetHeight - box.clientHeight - parseFloat(s.borderTopWidth) - parseFloat(s.borderBottomWidth);
+    const hidden = box.scrollWidth - box.clientWidth;
+    if (!box.classList.contains('pe-scroll')) {
+      problems.push(`${kind} hides ${hidden} px to the right with no scroll hint (not marked .pe-scroll): ${describe(e)}`);
+    } else if (bar < 1) {
+      problems.push(`${kind} hides ${hidden} px to the right and draws no scrollbar: ${describe(e)}`);
+    } else if (s.boxShadow === 'none') {
+      problems.push(`${kind} hides ${hidden} px to the right with no edge shadow: ${describe(e)}`);
+    }
+  };
+  // A box inside the block that scrolls by itself (MathJax's own containers, for one) needs the same hint.
+  const innerBoxes = (kind, e) => {
+    for (const d of e.querySelectorAll('*')) {
+      const ox = getComputedStyle(d).overflowX;
+      if ((ox === 'auto' || ox === 'scroll') && visible(d)) affordance(kind, d, e);
+    }
+  };
+  for (const [kind, selector] of kinds) {
+    for (const e of article.querySelectorAll(selector)) {
+      if (kind === 'inline formula' && e.closest('div.math')) continue;
+      if (kind === 'code' && e.closest('.cell_output, div.output')) continue;
+      if (!visible(e)) continue;
+      checked += 1;
+      const box = scrollBox(e);
+      if (box) {
+        const b = box.getBoundingClientRect();
+        if (b.right > limit + 1) {
+          problems.push(`${kind} in a scrolling box that itself runs ${Math.round(b.right - limit)} px past the column: ${describe(e)}`);
+          continue;
+        }
+        affordance(kind, box, e);
+        if (kind !== 'inline formula') innerBoxes(kind, e);
+        continue;
+      }
+      if (kind !== 'inline formula') innerBoxes(kind, e);
+      const s = getComputedStyle(e);
+      const r = e.getBoundingClientRect();
+      if ((s.overflowX === 'hidden' || s.overflowX === 'clip') && e.scrollWidth > e.clientWidth + 1) {
+        problems.push(`${kind} cut off: ${e.scrollWidth - e.clientWidth} px of it hidden by its own overflow: ${describe(e)}`);
+      } else if (kind !== 'inline formula' && kind !== 'figure' && e.scrollWidth > e.clientWidth + 1) {
+        problems.push(`${kind} spills ${e.scrollWidth - e.clientWidth} px out of its box, past the column: ${describe(e)}`);
+      } else if (r.right > limit + 1) {
+        problems.push(`${kind} runs ${Math.round(r.right - limit)} px past the column: ${describe(e)}`);
+      } else if (kind !== 'inline formula' && (extent(e)[1] > limit + 1 || extent(e)[0] < start - 1)) {
+        const [left, right] = extent(e);
+        problems.push(`${kind} spills out of the column (${Math.round(Math.max(start - left, 0))} px left, ` +
+                      `${Math.round(Math.max(right - limit, 0))} px right): ${describe(e)}`);
+      } else if (kind === 'inline formula' && r.right > lineRight(e) + 1) {
+        problems.push(`${kind} runs ${Math.round(r.right - lineRight(e))} px past its line: ${describe(e)}`);
+      }
+    }
+  }
+  return {checked, problems};
+}
+"""
+
+# The detector's own test, run on a real page of the site before the site is checked: blocks that are cut off in
+# each way the detector knows, and blocks that scroll properly, are added to the page; the detector must report
+# exactly the first kind.
+_FIXTURES_JS = """
+async () => {
+  const article = document.querySelector('article.bd-article');
+  const long = 'x = ' + 'long_identifier + '.repeat(30) + '1';
+  const add = (html) => { const d = document.createElement('div'); d.innerHTML = html; article.appendChild(d); return d; };
+  add(`<div class="highlight-python notranslate" data-pe-fixture="code-cut"><div class="highlight"><pre style="overflow-x: hidden">${long}</pre></div></div>`);
+  add(`<div class="highlight-python notranslate" data-pe-fixture="code-no-shadow"><div class="highlight"><pre style="box-shadow: none !important">${long}</pre></div></div>`);
+  add(`<div class="highlight-python notranslate" data-pe-fixture="code-ok"><div class="highlight"><pre>${long}</pre></div></div>`);
+  add(`<div class="cell_output" data-pe-fixture="output-ok"><div class="output stream highlight-myst-ansi notranslate"><div class="highlight"><pre>${long}</pre></div></div></div>`);
+  const wide = '\\\\[ ' + Array.from({length: 40}, (_, i) => `a_{${i}} x^{${i}}`).join(' + ') + ' \\\\]';
+  add(`<div class="math notranslate nohighlight" style="overflow: visible" data-pe-fixture="equation-past-column">${wide}</div>`);
+  add(`<div class="math notranslate nohighlight" data-pe-fixture="equation-ok">${wide}</div>`);
+  const cells = Array.from({length: 14}, (_, i) => `<td>column_number_${i}</td>`).join('');
+  add(`<div style="overflow: visible" data-pe-fixture="table-past-column"><table class="table"><tr>${cells}</tr></table></div>`);
+  add(`<div class="pst-scrollable-table-container" data-pe-fixture="table-ok"><table class="table"><tr>${cells}</tr></table></div>`);
+  const inline = '\\\\(' + Array.from({length: 30}, (_, i) => `b_{${i}}`).join(' + ') + '\\\\)';
+  add(`<p data-pe-fixture="inline-past-line">Text ${inline} text.</p>`);
+  add(`<p data-pe-fixture="inline-ok">Text ${inline} text.</p>`);
+  add(`<p data-pe-fixture="figure-past-column"><img style="max-width: none" width="2000" height="10" src="data:image/gif;base64,R0lGODlhAQABAAAAACw="></p>`);
+  await MathJax.typesetPromise([article]);
+  window.peLayout();
+  // the broken inline formula: undo what the layout script did for it
+  const bad = document.querySelector('[data-pe-fixture="inline-past-line"] mjx-container');
+  bad.classList.remove('pe-wide-inline', 'pe-scroll', 'pe-more-right');
+  bad.style.overflow = 'visible';
+  bad.style.display = 'inline';
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+}
+"""
+DETECTOR_MUST_FIND = ("code-cut", "code-no-shadow", "equation-past-column", "table-past-column", "inline-past-line",
+                      "figure-past-column")
+DETECTOR_MUST_PASS = ("code-ok", "output-ok", "equation-ok", "table-ok", "inline-ok")
+
+
+# ----------------------------------------------------------------------------------------------- Chinese text
+
+# Up to `count` visible elements of the article holding Chinese text (spans marked lang="zh" on an English page,
+# any element on a Chinese one) are tagged data-pe-cjk; for each, the CJK characters of its own text and the
+# advance of those characters in em (a CJK glyph is one em wide; a missing glyph is not).
+_CJK_SAMPLES_JS = """
+([pattern, count]) => {
+  const re = new RegExp(pattern, 'gu');
+  const article = document.querySelector('article.bd-article') || document.body;
+  const marked = Array.from(article.querySelectorAll('[lang|="zh"]'));
+  const candidates = marked.length ? marked : Array.from(article.querySelectorAll('p, li, h1, h2, h3, td, blockquote'));
+  const out = [];
+  for (const e of candidates) {
+    if (out.length >= count) break;
+    if (!e.getClientRects().length || !e.checkVisibility({visibilityProperty: true})) continue;
+    const own = Array.from(e.childNodes).filter((n) => n.nodeType === Node.TEXT_NODE);
+    const node = own.find((n) => (n.textContent.match(re) || []).length >= 2);
+    if (!node) continue;
+    const chars = node.textContent.match(re);
+    const range = document.createRange();
+    let advance = 0;
+    let index = 0;
+    for (const ch of node.textContent) {
+      const len = ch.length;
+      if (ch.match(re)) {
+        range.setStart(node, index); range.setEnd(node, index + len);
+        advance += range.getBoundingClientRect().width;
+      }
+      index += len;
+    }
+    const em = parseFloat(getComputedStyle(e).fontSize);
+    e.dataset.peCjk = String(out.length);
+    out.push({text: node.textContent.trim().slice(0, 40), chars: chars.length, em: advance / chars.length / em});
+  }
+  return out;
+}
+"""
+
+
+def check_cjk(page, rel: str, report: Report, cdp) -> int:
+    """Chinese text renders with real glyphs: the served web font draws every CJK character of a few samples, and
+    each character advances by about one em (a box drawn for a missing glyph would come from a system font)."""
+    samples = page.evaluate(_CJK_SAMPLES_JS, [cjk_font.CJK_CLASS_JS, 4])
+    if not samples:
+        return 0
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    node_ids = cdp.send("DOM.querySelectorAll", {"nodeId": root, "selector": "[data-pe-cjk]"})["nodeIds"]
+    for sample, node_id in zip(samples, node_ids):
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node_id})["fonts"]
+        served = sum(f["glyphCount"] for f in fonts if f.get("isCustomFont"))
+        if served < sample["chars"]:
+            used = ", ".join(f"{f['familyName']} ({f['glyphCount']})" for f in fonts)
+            report.fail(rel, f"Chinese text not drawn by the served font ({served} of {sample['chars']} CJK glyphs; "
+                             f"fonts used: {used}): {sample['text']!r}")
+        elif not 0.9 <= sample["em"] <= 1.1:
+            report.fail(rel, f"Chinese characters advance by {sample['em']:.2f} em, not about 1 (missing glyphs?): "
+                             f"{sample['text']!r}")
+    return len(samples)
+
+
+def served_font_problems(site: Path) -> tuple[int, list[str]]:
+    """Every CJK character of the built pages is in the font the site serves."""
+    chars = cjk_font.chars_in_files(cjk_font.site_pages(site))
+    if not chars:
+        return 0, []
+    font = site / cjk_font.SERVED
+    if not font.is_file():
+        return len(chars), [f"the pages use {len(chars)} CJK characters but the site serves no CJK font ({cjk_font.SERVED})"]
+    missing = sorted(chars - cjk_font.font_chars(font))
+    if missing:
+        return len(chars), [f"{len(missing)} CJK character(s) of the pages are missing from the served font: {''.join(missing[:80])}"]
+    return len(chars), []
+
+
+_QUOTE_HEADINGS_JS = """
+() => Array.from(document.querySelectorAll('article blockquote :is(h1, h2, h3, h4, h5, h6, p.rubric)'))
+  .map((h) => h.textContent.trim().slice(0, 80))
+"""
+
+
+def clipping_problems(page) -> tuple[int, list[str]]:
+    """Open every fold of the current page, let the layout script settle, and list the blocks that are cut off."""
+    page.evaluate(_OPEN_FOLDS_JS)
+    result = page.evaluate(_CLIPPING_JS, [list(k) for k in BLOCK_KINDS])
+    return result["checked"], result["problems"]
+
+
+def check_detector(page, origin: str, report: Report) -> None:
+    """A test of the test: the clipping check must find every cut-off fixture and none of the good ones."""
+    page.goto(f"{origin}/book/intro.html", wait_until="load")
+    page.evaluate(_WAIT_FOR_MATHJAX_JS)
+    page.evaluate(_WAIT_FOR_LAYOUT_JS)
+    page.evaluate(_FIXTURES_JS)
+    _, problems = clipping_problems(page)
+    found = {name for name in DETECTOR_MUST_FIND + DETECTOR_MUST_PASS if any(f"[fixture {name}]" in p for p in problems)}
+    missed = [name for name in DETECTOR_MUST_FIND if name not in found]
+    wrong = [name for name in DETECTOR_MUST_PASS if name in found]
+    if missed or wrong:
+        report.fail("clipping self-test", f"the detector missed {missed} and wrongly reported {wrong}: {problems}")
+
+
 def _is_local(url: str, origin: str, site: Path | None = None) -> bool:
     """A request to the test server, to the built site on disk, or with no host at all."""
     if url.startswith(("data:", "blob:", "about:")):
@@ -217,11 +501,14 @@ def _is_local(url: str, origin: str, site: Path | None = None) -> bool:
     return url.startswith(origin + "/") or url == origin
 
 
-def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, report: Report) -> None:
+def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, report: Report,
+                       only: str | None = None, search: tuple[str, str] = ("rotary", "rope_first_principles.html"),
+                       student: bool = False) -> None:
     from playwright.sync_api import sync_playwright
 
     pages = sorted(p for p in site.rglob("*.html") if not p.relative_to(site).parts[0].startswith(("_", "."))
-                   and 'http-equiv="Refresh"' not in p.read_text(encoding="utf-8")[:2000])  # skip redirect stubs
+                   and 'http-equiv="Refresh"' not in p.read_text(encoding="utf-8")[:2000]  # skip redirect stubs
+                   and (only is None or fnmatch.fnmatch(p.relative_to(site).as_posix(), only)))
     ids_by_path: dict[str, set[str]] = {}
     links_by_page: dict[str, list[str]] = {}
     out.mkdir(parents=True, exist_ok=True)
@@ -233,6 +520,8 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                 executable_path=chromium,
                 headless=True,
                 args=CHROMIUM_ARGS + ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"],
+                # Scrollbars are part of what a reader sees (a block that scrolls must show it): keep them.
+                ignore_default_args=["--hide-scrollbars"],
                 viewport={"width": 1280, "height": 900},
                 service_workers="block",
             )
@@ -249,6 +538,9 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
 
             context.route("**/*", route)
             page = context.pages[0] if context.pages else context.new_page()
+            cdp = context.new_cdp_session(page)
+            cdp.send("DOM.enable")
+            cdp.send("CSS.enable")
             page.on("console", lambda msg: msg.type == "error" and report.fail(current["page"], f"console error: {msg.text}"))
             page.on("pageerror", lambda err: report.fail(current["page"], f"page error: {err}"))
             # net::ERR_ABORTED is the browser cancelling a request because the test moved on (a font still loading
@@ -259,13 +551,19 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
             page.on("response", lambda resp: resp.status >= 400
                     and report.fail(current["page"], f"HTTP {resp.status}: {resp.url}"))
 
-            for path in pages:
+            current["page"] = "clipping self-test"
+            check_detector(page, server.origin, report)
+            progress(f"clipping detector self-test: {'ok' if not any('self-test' in p for p in report.problems) else 'FAILED'}")
+            for number, path in enumerate(pages, start=1):
                 rel = path.relative_to(site).as_posix()
                 current["page"] = rel
+                before = len(report.problems)
                 page.goto(f"{server.origin}/{rel}", wait_until="load")
                 status = page.evaluate(_WAIT_FOR_MATHJAX_JS)
                 if status != "ok":
                     report.fail(rel, status)
+                if not page.evaluate(_WAIT_FOR_LAYOUT_JS):
+                    report.fail(rel, "the layout script (book_site_layout.js) did not finish")
                 state = page.evaluate(_PAGE_STATE_JS, [SKIP_TEXT_IN, RAW_TEX.pattern])
                 for text in state["raw"]:
                     report.fail(rel, f"raw TeX in the text: {text!r}")
@@ -277,6 +575,15 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                 ids_by_path[rel] = set(state["ids"])
                 links_by_page[rel] = state["links"]
                 report.pages += 1
+                for heading in page.evaluate(_QUOTE_HEADINGS_JS):
+                    report.fail(rel, f"a quotation renders as a heading (a quoted '#' line?): {heading!r}")
+                checked, clipped = clipping_problems(page)
+                report.blocks += checked
+                for problem in clipped:
+                    report.fail(f"{rel} at 1280px", problem)
+                report.cjk_samples += check_cjk(page, rel, report, cdp)
+                progress(f"[{number:2d}/{len(pages)}] 1280px {rel}: {checked} blocks, "
+                         f"{len(report.problems) - before} problem(s)")
 
             # Links and anchors, checked against the files and the ids seen above.
             for rel, links in links_by_page.items():
@@ -297,22 +604,31 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                         if anchor not in ids_by_path[target]:
                             report.fail(rel, f"broken anchor: {link}")
 
-            current["page"] = "search.html?q=rotary"
-            check_search(page, server.origin, out, report)
+            current["page"] = f"search.html?q={search[0]}"
+            check_search(page, server.origin, out, report, search)
+            progress("search: checked")
             current["page"] = "fold/unfold"
-            check_folding(page, server.origin, site, out, report)
+            check_folding(page, server.origin, site, out, report, student)
             current["page"] = "390px"
             page.set_viewport_size({"width": 390, "height": 844})
-            for path in pages:
+            for number, path in enumerate(pages, start=1):
                 rel = path.relative_to(site).as_posix()
                 current["page"] = f"{rel} at 390px"
+                before = len(report.problems)
                 page.goto(f"{server.origin}/{rel}", wait_until="load")
                 page.evaluate(_WAIT_FOR_MATHJAX_JS)
+                page.evaluate(_WAIT_FOR_LAYOUT_JS)
                 overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
                 if overflow > 0:
                     report.fail(rel, f"scrolls horizontally by {overflow} px at 390 px width")
                 if rel == "book/part1/sinusoidal.html":
                     page.screenshot(path=str(out / "mobile-390px-sinusoidal.png"))
+                checked, clipped = clipping_problems(page)
+                report.blocks += checked
+                for problem in clipped:
+                    report.fail(f"{rel} at 390px", problem)
+                progress(f"[{number:2d}/{len(pages)}] 390px {rel}: {checked} blocks, "
+                         f"{len(report.problems) - before} problem(s)")
             page.set_viewport_size({"width": 1280, "height": 900})
             current["page"] = "file://"
             check_file_url(page, site, out, report)
@@ -321,39 +637,71 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def check_search(page, origin: str, out: Path, report: Report) -> None:
-    page.goto(f"{origin}/search.html?q=rotary", wait_until="load")
+# Words of the page furniture (launch, download and repository buttons) that must not make up a search excerpt.
+BUTTON_WORDS = re.compile(r"\b(Binder|Colab|Repository|Open issue|Edit this page|Download source file|\.ipynb)\b")
+EXCERPT_QUERIES = ("erratum", "embedding")
+
+
+def _search(page, origin: str, query: str, report: Report) -> list[dict] | None:
+    page.goto(f"{origin}/search.html?q={urllib.parse.quote(query)}", wait_until="load")
     try:
         page.wait_for_selector("#search-results ul.search li a", timeout=30_000)
         # Sphinx adds the summary paragraph empty when the search starts and fills it in when every result is listed
         page.wait_for_function("() => { const p = document.querySelector('#search-results p.search-summary');"
-                               " return p !== null && p.innerText.trim().length > 0; }", timeout=30_000)
+                               " return p !== null && p.innerText.trim().length > 0; }", timeout=60_000)
     except Exception as err:  # noqa: BLE001 - reported as a failure below
-        report.fail("search", f"no results for 'rotary' ({err.__class__.__name__})")
-        return
-    hrefs = page.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.href)")
-    if not any("rope_first_principles.html" in h for h in hrefs):
-        report.fail("search", f"'rotary' does not list the RoPE chapter; results: {hrefs[:8]}")
+        report.fail("search", f"no results for {query!r} ({err.__class__.__name__})")
+        return None
     page.evaluate(_WAIT_FOR_MATHJAX_JS)
-    page.wait_for_timeout(300)  # results are typeset by tools/offline_math.py's observer
-    titles = page.eval_on_selector_all("#search-results ul.search li > a", "els => els.map(e => e.innerText)")
-    for title in titles:
-        if RAW_TEX.search(title):
-            report.fail("search", f"raw TeX in a result title: {title!r}")
-    page.screenshot(path=str(out / "search-rotary.png"))
+    page.wait_for_timeout(300)  # results are typeset by book_site.py's observer
+    return page.eval_on_selector_all(
+        "#search-results ul.search li",
+        "els => els.map(li => ({href: li.querySelector('a').href, title: li.querySelector('a').innerText,"
+        " excerpt: (li.querySelector('p.context') || {innerText: ''}).innerText}))")
+
+
+def check_search(page, origin: str, out: Path, report: Report, search: tuple[str, str] = ("rotary", "rope_first_principles.html"),
+                 excerpt_queries: tuple[str, ...] = EXCERPT_QUERIES) -> None:
+    """Searching finds the expected page; no result title or excerpt shows raw TeX or button labels."""
+    query, expected = search
+    for term in (query, *excerpt_queries):
+        results = _search(page, origin, term, report)
+        if results is None:
+            continue
+        if term == query:
+            if expected and not any(expected in r["href"] for r in results):
+                report.fail("search", f"{query!r} does not list {expected}; results: {[r['href'] for r in results[:8]]}")
+            page.screenshot(path=str(out / f"search-{re.sub(r'[^A-Za-z0-9]+', '_', term)}.png"))
+        excerpts = [r["excerpt"] for r in results if r["excerpt"]]
+        if results and not excerpts:
+            report.fail("search", f"{term!r}: no result has an excerpt")
+        for result in results:
+            if RAW_TEX.search(result["title"]):
+                report.fail("search", f"{term!r}: raw TeX in a result title: {result['title']!r}")
+            for pattern, what in ((RAW_TEX, "raw TeX"), (BUTTON_WORDS, "button labels")):
+                match = pattern.search(result["excerpt"])
+                if match:
+                    report.fail("search", f"{term!r}: {what} ({match.group(0)!r}) in the excerpt for "
+                                          f"{result['href'].rsplit('/', 1)[-1]}: {result['excerpt'][:160]!r}")
 
 
 def _visible(page, selector: str) -> bool:
     return page.eval_on_selector(selector, "e => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length)")
 
 
-def check_folding(page, origin: str, site: Path, out: Path, report: Report) -> None:
-    """Click the title of a solution and of a proof: body hidden, shown, hidden again."""
+def check_folding(page, origin: str, site: Path, out: Path, report: Report, student: bool = False) -> None:
+    """Click the title of a solution and of a proof: body hidden, shown, hidden again. In the student edition
+    (``student``) no page may hold a solution at all."""
     cases = [
         # name, marker of the box in the built HTML, the box once the page's scripts made it foldable, its title
         ("exercise solution", 'class="solution dropdown', "div.solution.toggle", ".admonition-title"),
         ("proof", 'class="proof admonition"', "div.proof.admonition > details.proof-fold", "summary"),
     ]
+    if student:
+        leaks = [p.relative_to(site).as_posix() for p in sorted(site.glob("book/**/*.html")) if cases[0][1] in p.read_text()]
+        if leaks:
+            report.fail("student edition", f"solutions on {leaks}")
+        cases = cases[1:]
     for name, marker, box, title_selector in cases:
         page_path = next((p for p in sorted(site.glob("book/**/*.html")) if marker in p.read_text()), None)
         if page_path is None:
@@ -401,6 +749,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "site-test")
     parser.add_argument("--chromium", default=os.environ.get("CHROMIUM", CHROMIUM))
     parser.add_argument("--time-limit", type=float, default=1500.0, help="seconds before the server stops itself")
+    parser.add_argument("--pages", default=None, help="check only the pages whose path matches this glob "
+                        "(e.g. 'book/part1/*'); the site-wide checks still run")
+    parser.add_argument("--search", default="rotary=rope_first_principles.html",
+                        help="QUERY=PAGE: searching QUERY must list PAGE (another build, e.g. a translation, "
+                             "passes its own)")
+    parser.add_argument("--student", action="store_true",
+                        help="the student edition: no page may hold a solution (proofs still fold)")
     args = parser.parse_args(argv)
 
     if not (args.site / "index.html").is_file():
@@ -423,10 +778,17 @@ def main(argv: list[str] | None = None) -> int:
     report.problems.extend(problems)
     if launch_links == 0:
         report.problems.append("no launch button found in the built site")
-    run_browser_checks(args.site, args.out, args.chromium, args.time_limit, report)
+    query, _, expected = args.search.partition("=")
+    cjk_chars, font_problems = served_font_problems(args.site)
+    report.problems.extend(f"CJK font: {p}" for p in font_problems)
+    progress(f"CJK font: {cjk_chars} characters used by the pages, {len(font_problems)} problem(s)")
+    run_browser_checks(args.site, args.out, args.chromium, args.time_limit, report, only=args.pages,
+                       search=(query, expected), student=args.student)
 
     elapsed = time.perf_counter() - start
-    print(f"site test: {report.pages} pages, {launch_links} launch links, {len(report.blocked)} blocked "
+    print(f"site test: {report.pages} pages, {report.blocks} blocks checked for clipping at 1280 and 390 px, "
+          f"{report.cjk_samples} Chinese text samples checked for glyphs, "
+          f"{launch_links} launch links, {len(report.blocked)} blocked "
           f"requests to other hosts, {len(report.problems)} problems, {elapsed:.0f} s; screenshots in {args.out}")
     for problem in report.problems:
         print(f"  FAIL {problem}")

@@ -124,6 +124,8 @@ SITE_MESSAGES: list[tuple[str, str]] = [
     ("errata", "low severity"),
     ("errata", "section"),
     ("errata", "callout in"),
+    ("errata", "withdrawn"),
+    ("errata", "no callout"),
 ]
 
 # ----------------------------------------------------------------------------------------- text helpers
@@ -386,7 +388,12 @@ def zh_errata_markdown(markdown: str, errata: dict[str, dict], titles: dict[str,
         ref = _CALLOUT_REF.search(head.group(0))
         quote = next((line for line in block.splitlines() if line.startswith("> ") and not line.startswith("> *")), "")
         parts = [f"**{erratum_id}**"]
-        if entry:
+        withdrawn = entry.get("status") == "withdrawn"
+        if withdrawn:
+            parts += [f"*{label(labels, 'errata', 'withdrawn')}*",
+                      _joined(label(labels, "errata", "section"), entry["section"]),
+                      label(labels, "errata", "no callout")]
+        elif entry:
             parts += [label(labels, "errata", entry["category"]), label(labels, "errata", f"{entry['severity']} severity"),
                       _joined(label(labels, "errata", "section"), entry["section"])]
         if ref:
@@ -395,7 +402,9 @@ def zh_errata_markdown(markdown: str, errata: dict[str, dict], titles: dict[str,
         out += [" · ".join(parts), ""]
         if quote:
             out += [quote, ""]
-        if entry:
+        if withdrawn:
+            out += [f"**撤回原因**　{entry['withdrawn_zh']}", ""]
+        elif entry:
             out += [f"**更正**　{entry['correction_zh']}", "", f"**说明**　{entry['explanation_zh']}", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
@@ -828,7 +837,7 @@ def charset() -> str:
             chars |= set(entry.msgstr)
     catalogue = yaml.safe_load((ROOT / "book" / "reference" / "errata.yml").read_text(encoding="utf-8"))
     for entry in catalogue["errata"]:
-        for key in ("correction_zh", "explanation_zh", "quote", "section"):
+        for key in ("correction_zh", "explanation_zh", "withdrawn_zh", "quote", "section"):
             chars |= set(str(entry.get(key, "")))
     return "".join(sorted(c for c in chars if ord(c) > 0x7F))
 

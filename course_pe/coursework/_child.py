@@ -149,7 +149,9 @@ def run_call(fn: Any, args: tuple[Any, ...]) -> tuple[str, Any, str | None]:
         value = fn(*fresh_args(args))
     except NotImplementedError:
         return "stub", None, None
-    except Exception as exc:  # noqa: BLE001 - the student's error is feedback
+    except KeyboardInterrupt:  # the reader's Ctrl-C (indistinguishable from a student raising it): interrupt
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit, GeneratorExit, ... from the student: feedback too
         return "error", None, _exception_text(exc)
     try:
         return "ok", to_output(value), None

@@ -8,7 +8,12 @@ The chapters are the source of truth and contain the solutions. A student versio
 * a code cell tagged ``solution`` becomes a stub: each function keeps its signature and docstring, and its body is
   replaced by ``raise NotImplementedError``; other statements in the cell are dropped;
 * everything else inside a solution (the prose and cells between ``{solution-start}`` and ``{solution-end}``, and
-  ``{solution}`` directive blocks) is removed and replaced by a short "your answer" placeholder;
+  ``{solution}`` directive blocks) is removed and replaced by a short "your answer" placeholder, except where the
+  solution holds a ``solution`` code cell: that exercise is answered in its stub cell, and a written placeholder
+  would ask for an answer nobody needs;
+* every ``{glue:text}`` role in the markdown (and ``{glue}``/``{glue:}``) becomes the literal text the book shows,
+  formatted from the value the chapter stored (its glue record), because JupyterLab (jupyterlab-myst) renders no
+  glue roles: without this a student read sentences with the numbers missing;
 * all outputs and execution counts are cleared (students run the notebook themselves);
 * the notebook's metadata records which coding exercises it contains (``course_pe.coursework.exercises``), for the grader.
 
@@ -37,6 +42,58 @@ _END = re.compile(r"^```\{solution-end\}")
 _BLOCK = re.compile(r"^```\{solution\}")
 _FENCE = re.compile(r"^```\s*$")
 ANSWER_PLACEHOLDER = "*Your answer here.*"
+GLUE_RECORD = "application/papermill.record/text/plain"
+_GLUE_ROLE = re.compile(r"\{glue(?::text|:|)\}`([^`]+)`")
+
+
+def _glue_values(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """The glue records a notebook stored: ``{name: text/plain value}`` (the last record of a name wins, as in myst-nb)."""
+    values: dict[str, str] = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is not None and GLUE_RECORD in output.get("data", {}):
+                values[name] = output["data"][GLUE_RECORD]
+    return values
+
+
+def _format_glue_text(text: str, fmt_spec: str) -> str:
+    """A glue record as ``{glue:text}`key:fmt_spec``` shows it (the same rules as myst-nb's ``format_plain_text``)."""
+    try:
+        value = ast.literal_eval(text)
+    except (SyntaxError, ValueError):
+        value = text
+    if fmt_spec == "":
+        return str(value)
+    kind = fmt_spec[-1]
+    if kind == "s":
+        value = str(value)
+    elif kind in "bcdoxX":
+        value = int(value)
+    elif kind in "eEfFgGn%":
+        value = float(value)
+    return format(value, fmt_spec)
+
+
+def _substitute_glue(text: str, values: dict[str, str]) -> str:
+    """Replace every text glue role in markdown ``text`` by the literal text it renders to.
+
+    ``ValueError`` names a role whose key has no stored record (a notebook stored without outputs, or a typo)."""
+
+    def paste(match: re.Match) -> str:
+        content = match.group(1)
+        if "::" in content:
+            raise ValueError(f"the glue role {match.group(0)!r} pastes from another notebook, which a workbook cannot")
+        key, sep, fmt_spec = content.rpartition(":")
+        if not sep:  # no format: myst-nb formats with "s"
+            key, fmt_spec = content, "s"
+        if key not in values:
+            raise ValueError(f"the glue role {match.group(0)!r} names no stored glue record {key!r}")
+        return _format_glue_text(values[key], fmt_spec)
+
+    return _GLUE_ROLE.sub(paste, text)
 
 
 def stub_source(source: str) -> str:
@@ -87,8 +144,30 @@ def exercises_in(nb: nbformat.NotebookNode) -> list[str]:
     return found
 
 
-def _strip_markdown(text: str, in_solution: bool) -> tuple[str, bool]:
-    """Remove solution material from one markdown cell; return the new text and the gated state."""
+def _code_answer_regions(nb: nbformat.NotebookNode) -> list[bool]:
+    """For each ``{solution-start}`` of ``nb`` in order: whether its solution holds a ``solution``-tagged code cell.
+
+    Such an exercise is answered in code (the stub cell), so the workbook adds no "your answer" placeholder for it."""
+    regions: list[bool] = []
+    in_solution = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.split("\n"):
+                if _START.match(line):
+                    regions.append(False)
+                    in_solution = True
+                elif _END.match(line):
+                    in_solution = False
+        elif cell.cell_type == "code" and in_solution and SOLUTION_TAG in cell.metadata.get("tags", []):
+            regions[-1] = True
+    return regions
+
+
+def _strip_markdown(text: str, in_solution: bool, code_answers: list[bool] | None = None) -> tuple[str, bool]:
+    """Remove solution material from one markdown cell; return the new text and the gated state.
+
+    ``code_answers`` (consumed from the front, one entry per ``{solution-start}``) says which solutions are answered
+    in code: those get no placeholder."""
     out: list[str] = []
     lines = text.split("\n")
     i = 0
@@ -99,7 +178,8 @@ def _strip_markdown(text: str, in_solution: bool) -> tuple[str, bool]:
             i += 1
             while i < len(lines) and not _FENCE.match(lines[i]):  # skip the start directive's options
                 i += 1
-            out.append(ANSWER_PLACEHOLDER)
+            if not (code_answers.pop(0) if code_answers else False):
+                out.append(ANSWER_PLACEHOLDER)
         elif _END.match(line):
             in_solution = False
             i += 1
@@ -125,13 +205,15 @@ def make_student_notebook(nb: nbformat.NotebookNode, *, keep_outputs: bool = Fal
     check_notebook("nb", nb)
     check_bool("keep_outputs", keep_outputs)
     student = copy.deepcopy(nb)
+    values = _glue_values(nb)
+    code_answers = _code_answer_regions(nb)
     cells = []
     in_solution = False
     for cell in student.cells:
         if cell.cell_type == "markdown":
-            text, in_solution = _strip_markdown(cell.source, in_solution)
+            text, in_solution = _strip_markdown(cell.source, in_solution, code_answers)
             if text.strip():
-                cell.source = text
+                cell.source = _substitute_glue(text, values)
                 cells.append(cell)
         elif cell.cell_type == "code":
             if SOLUTION_TAG in cell.metadata.get("tags", []):

@@ -1,0 +1,142 @@
+/* Nothing cut off at the column's edge (tools/book_site.py adds this file to every page).
+ *
+ * A code block, an output, a display equation or a table wider than the text column scrolls inside itself. This
+ * script marks each such box .pe-scroll (a visible scrollbar, book_site.css) and keeps .pe-more-left and
+ * .pe-more-right current, which draw a shadow on the side where more content is. A display equation at most 25 %
+ * too wide is scaled down to fit instead; an inline formula wider than its line scrolls like a block
+ * (.pe-wide-inline). A wide table gets a one-line note above it. Everything is re-measured when a box changes
+ * size (a fold opened, the window resized, a web font loaded).
+ *
+ * For print (make pdf, or the browser's own print), peFitForPrint() scales wide tables, equations and inline
+ * formulas to the column instead, since paper does not scroll.
+ *
+ * When the first pass after MathJax is done, <html> gets data-pe-layout="ready" (tools/site_test.py waits for it).
+ */
+(function () {
+  "use strict";
+  var BOXES = [
+    ".bd-article div.highlight > pre", ".bd-article div.cell_output pre", ".bd-article div.output pre",
+    ".bd-article div.math", ".bd-article .pst-scrollable-table-container", ".bd-article div.output.text_html"
+  ].join(", ");
+  var FIT_MATH = 0.8;  // smallest scale at which a display equation is shrunk instead of scrolled
+  var TABLE_NOTE = "This table is wider than the column: scroll it sideways to see every column.";
+  var observer = window.ResizeObserver ? new ResizeObserver(function (entries) {
+    entries.forEach(function (entry) { update(entry.target); });
+  }) : null;
+  var watched = new WeakSet();
+
+  function blockWidth(element) {
+    var parent = element.parentElement;
+    while (parent && getComputedStyle(parent).display.indexOf("inline") === 0) { parent = parent.parentElement; }
+    if (!parent) { return Infinity; }
+    var style = getComputedStyle(parent);
+    return parent.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  }
+
+  function fitMath(box) {
+    var math = box.querySelector(":scope > mjx-container");
+    if (!math || box.dataset.peFitting) { return; }
+    box.dataset.peFitting = "1";
+    math.style.fontSize = "";
+    var ratio = box.clientWidth / box.scrollWidth;
+    if (ratio < 1 && ratio >= FIT_MATH) {
+      math.style.fontSize = (Math.floor(ratio * 1000) / 10 - 0.5) + "%";
+    }
+    delete box.dataset.peFitting;
+  }
+
+  function note(box, more) {
+    var previous = box.previousElementSibling;
+    var has = previous !== null && previous.classList.contains("pe-scroll-note");
+    if (more && !has) {
+      var p = document.createElement("p");
+      p.className = "pe-scroll-note";
+      p.textContent = TABLE_NOTE;
+      box.parentNode.insertBefore(p, box);
+    } else if (!more && has) {
+      previous.remove();
+    }
+  }
+
+  function shadows(box) {
+    var more = box.classList.contains("pe-scroll");
+    box.classList.toggle("pe-more-left", more && box.scrollLeft > 1);
+    box.classList.toggle("pe-more-right", more && box.scrollLeft + box.clientWidth < box.scrollWidth - 1);
+  }
+
+  function update(box) {
+    if (box.matches("div.math")) { fitMath(box); }
+    var more = box.scrollWidth - box.clientWidth > 1;
+    box.classList.toggle("pe-scroll", more);
+    shadows(box);
+    if (box.classList.contains("pst-scrollable-table-container")) { note(box, more); }
+  }
+
+  function watch(box) {
+    update(box);
+    if (watched.has(box)) { return; }
+    watched.add(box);
+    box.addEventListener("scroll", function () { shadows(box); }, {passive: true});
+    if (observer) { observer.observe(box); }
+  }
+
+  function markWideInline() {
+    document.querySelectorAll(".bd-article mjx-container:not([display='true'])").forEach(function (math) {
+      if (math.closest("div.math")) { return; }
+      math.classList.remove("pe-wide-inline");
+      if (math.getBoundingClientRect().width > blockWidth(math) + 1) {
+        math.classList.add("pe-wide-inline");
+        watch(math);
+      }
+    });
+  }
+
+  function layout() {
+    document.querySelectorAll(BOXES).forEach(watch);
+    markWideInline();
+  }
+
+  window.peLayout = layout;
+
+  window.peFitForPrint = function () {
+    var scaled = 0;
+    document.querySelectorAll(".bd-article .pst-scrollable-table-container, .bd-article div.math, " +
+                              ".bd-article div.output.text_html, .bd-article mjx-container.pe-wide-inline")
+      .forEach(function (box) {
+        box.style.zoom = "";
+        if (box.scrollWidth > box.clientWidth + 1) {
+          box.style.zoom = String(Math.floor(box.clientWidth / box.scrollWidth * 1000) / 1000);
+          scaled += 1;
+        }
+      });
+    return scaled;
+  };
+  window.addEventListener("beforeprint", function () { window.peFitForPrint(); });
+
+  function whenMathJaxDone(callback) {
+    var tries = 0;
+    (function poll() {
+      if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+        MathJax.startup.promise.then(callback, callback);
+      } else if (!window.MathJax && tries > 40) {
+        callback();  // a page without MathJax
+      } else {
+        tries += 1;
+        window.setTimeout(poll, 25);
+      }
+    })();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    layout();
+    whenMathJaxDone(function () {
+      var fonts = document.fonts ? document.fonts.ready : Promise.resolve();
+      fonts.then(function () {
+        layout();
+        document.documentElement.dataset.peLayout = "ready";
+      });
+    });
+    window.addEventListener("resize", markWideInline);
+    document.addEventListener("toggle", markWideInline, true);  // a <details> opened or closed
+  });
+})();
