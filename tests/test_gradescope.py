@@ -272,6 +272,8 @@ def test_setup_sh_pins_are_the_courses_and_its_dry_run_installs_only_them(zips, 
         f"torch=={pins['torch']}",
         f"/opt/course_pe/venv/bin/python -m pip install --no-deps -r {source}/requirements.txt",
         f"/opt/course_pe/venv/bin/python -m pip install --no-deps {source}/{wheel}"], installs
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"/usr/bin/python{version} -m venv /opt/course_pe/venv" in commands  # the system's Python, every user reads it
     later = commands[commands.index(installs[-1]) + 1:]
     assert later[0] == "/opt/course_pe/venv/bin/python -m pip check"
     assert f"chmod -R go= /opt/course_pe/venv/lib/python{sys.version_info.major}.{sys.version_info.minor}" \

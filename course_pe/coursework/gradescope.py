@@ -576,15 +576,16 @@ def build_wheel(out: Path) -> Path:
 SETUP_SH = r"""#!/usr/bin/env bash
 # setup.sh of the course_pe autograder for the assignment "@ASSIGNMENT@" (written by `make gradescope`).
 # Gradescope runs it once, as root, when it builds the autograder's image (base image: Ubuntu 22.04, its default).
-# It installs Python @PYTHON@ (Ubuntu's package when the image has no python@PYTHON@), a virtual environment in
+# It installs Python @PYTHON@ (Ubuntu's package, when /usr/bin has none), a virtual environment in
 # @VENV@ with the grader's pinned packages (torch from PyTorch's CPU wheel index, every other pin from PyPI: the
 # versions of the course's requirements.txt) and course_pe from the wheel in this folder; then it hides course_pe's
 # exercise checks and this folder from other users and grades a notebook of stubs to show that grading works here.
-# `bash setup.sh --dry-run` prints the commands instead of running them.
+# `bash setup.sh --dry-run` prints the commands instead of running them; COURSE_PE_AUTOGRADER_VENV installs elsewhere
+# (to rehearse outside Gradescope).
 set -euo pipefail
 
 SOURCE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-VENV=@VENV@
+VENV="${COURSE_PE_AUTOGRADER_VENV:-@VENV@}"
 DRY_RUN=0
 if [ "${1:-}" = "--dry-run" ]; then
     DRY_RUN=1
@@ -600,12 +601,11 @@ run() {
     fi
 }
 
-if command -v python@PYTHON@ > /dev/null 2>&1 && python@PYTHON@ -c "import ensurepip, venv" > /dev/null 2>&1; then
-    PYTHON="$(command -v python@PYTHON@)"
-else
+# The system's Python (readable by every user, which the sandbox's own user id needs), not another one on the PATH.
+PYTHON=/usr/bin/python@PYTHON@
+if ! { [ -x "$PYTHON" ] && "$PYTHON" -c "import ensurepip, venv" > /dev/null 2>&1; }; then
     run apt-get update
     run env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python@PYTHON@ python@PYTHON@-venv
-    PYTHON=/usr/bin/python@PYTHON@
 fi
 
 run "$PYTHON" -m venv "$VENV"
