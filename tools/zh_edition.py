@@ -155,13 +155,19 @@ def has_prose(msgid: str) -> bool:
 
     Not: a math block (the only messages with a line break), a message with no word (two letters in a row) outside
     math, code and roles, or one that is mostly Chinese already (a quotation of a source in its own words, an
-    erratum's 更正): fewer than one English word for every two Chinese characters.
+    erratum's 更正): fewer than one English word for every two Chinese characters, and fewer than
+    :data:`ENGLISH_SENTENCE` English words. A long quotation inside an English sentence (an erratum's "**Where.**
+    Source 002, §7.3.2: 低維度的編碼… ("low dimensions …")") leaves the sentence English, so it is translated.
     """
     if "\n" in msgid:
         return False
     prose = strip_markup(msgid)
     words = len(re.findall(r"[A-Za-z]{2,}", prose))
-    return words > 0 and 2 * words > len(CJK.findall(prose))  # a Chinese quotation in English prose is still English
+    return words > 0 and (words >= ENGLISH_SENTENCE or 2 * words > len(CJK.findall(prose)))
+
+
+#: English words (outside math, code and roles) that make a message English prose, however long its Chinese quotation.
+ENGLISH_SENTENCE = 6
 
 
 # Between two words of a message Sphinx has one space; the source may have a line break with indentation (a list
