@@ -12,6 +12,7 @@
 #   make grade DIR=submissions/ [ASSIGNMENT=chapter] [JOBS=n]             grade a whole folder, in parallel
 #   make nbgrader an nbgrader course folder (source notebooks + nbgrader_config.py) into nbgrader/
 #   make book-student  the HTML book without solutions, into _build/student/_build/html
+#   make book-zh  the Chinese edition into _build/html-zh (prose from locale/zh_CN; make locale-update refreshes it)
 #   make mutation mutation testing (mutmut) of the five core modules in a temporary copy; slow (about 20 min on one
 #                 core), not part of `make test` or CI; see tests/MUTATION.md
 #   make clean    remove build outputs (make distclean also removes .venv)
@@ -43,6 +44,7 @@ export PYTHONNOUSERSITE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export JUPYTER_PLATFORM_DIRS := 1
 
+.PHONY: book-zh locale-update
 .PHONY: mutation install test test-package test-notebooks test-portable book book-student test-site execute serve lab workbook grade nbgrader clean distclean
 
 install: $(STAMP)
@@ -110,6 +112,19 @@ book-student: $(STAMP)
 
 workbook: $(STAMP)
 	$(BIN)/python -m course_pe.coursework.workbook $(NOTEBOOKS) --out workbook
+
+# The Chinese edition (issue 28; tools/zh_edition.py, /work/coord/zh-translator-guide.md): the English notebooks with
+# their prose taken from locale/zh_CN/LC_MESSAGES/*.po (same code, same stored outputs), generated into $(ZH_SRC)
+# and built into _build/html-zh. locale-update refreshes the catalogues after the English changed (changed strings
+# become fuzzy); `python tools/zh_edition.py status --list` says what is left to translate, per document.
+ZH_SRC := _build/zh/src
+book-zh: $(STAMP)
+	$(BIN)/python tools/zh_edition.py sources $(ZH_SRC)
+	$(BIN)/jupyter-book build $(ZH_SRC) --path-output _build/zh --builder html -W -n --keep-going
+	rm -rf _build/html-zh && cp -r _build/zh/_build/html _build/html-zh
+
+locale-update: $(STAMP)
+	$(BIN)/python tools/zh_edition.py update
 
 # NB, DIR, STUDENT, ASSIGNMENT, JOBS and GRADES reach the grader through the environment, unexpanded (a `$(...)` in
 # a file name stays text): no shell, and no make function, ever sees a file or student name.

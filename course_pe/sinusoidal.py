@@ -10,9 +10,13 @@ Conventions used throughout the course
   so pair 0 is the fastest (wavelength ``2*pi``) and pair ``d_model/2 - 1`` the slowest
   (wavelength ``2*pi*base**((d_model-2)/d_model)``, just under ``2*pi*base``).
 * Layout ``"interleaved"`` (the paper's): ``PE[p, 2i] = sin(p*w_i)``, ``PE[p, 2i+1] = cos(p*w_i)``.
-* Layout ``"blocks"``: all sines first, then all cosines: ``PE[p, i] = sin(p*w_i)``,
-  ``PE[p, d/2 + i] = cos(p*w_i)``. Same numbers, different order; several public
-  implementations use it, so two "sinusoidal" tables from different code bases need not agree.
+* Layout ``"half"``: all sines first, then all cosines: ``PE[p, i] = sin(p*w_i)``,
+  ``PE[p, d/2 + i] = cos(p*w_i)``, so pair ``i`` owns dimensions ``(i, i + d/2)``, the same
+  arrangement as RoPE's half layout (``course_pe.layout_permutation(d, to="half")`` maps one to the
+  other). Same numbers, different order; tensor2tensor and fairseq use it (with their own frequency
+  spacing), so two "sinusoidal" tables from different code bases need not agree. The layout was called
+  ``"blocks"`` in earlier versions of the course; that name is refused with a ``ValueError`` that names
+  ``"half"``.
 
 Everything is computed in float64 and cast at the end, so float32 tables are correctly rounded.
 """
@@ -42,8 +46,10 @@ from ._validation import (
 )
 from ._validation import check_memory, numel
 
-SinusoidalLayout = Literal["interleaved", "blocks"]
-SINUSOIDAL_LAYOUTS: tuple[str, ...] = ("interleaved", "blocks")
+SinusoidalLayout = Literal["interleaved", "half"]
+SINUSOIDAL_LAYOUTS: tuple[str, ...] = ("interleaved", "half")
+#: Former layout names, refused with a message naming the current one.
+_RENAMED_LAYOUTS = {"blocks": "half"}
 #: :class:`SinusoidalPositionalEncoding` keeps at most ``max(max_len, CACHE_LIMIT)`` rows; rows beyond are
 #: computed for the call and not kept (one call at a huge offset must not leave a huge buffer behind).
 CACHE_LIMIT = 8192
@@ -72,6 +78,17 @@ def _check_table(num_positions: int, d_model: int, start: int, name: str = "num_
         )
     # float64 positions, angles, sines, cosines and the table, then a cast: about 5 float64 values per entry
     check_memory(name, 5 * 8 * numel(num_positions, d_model), f"a {num_positions} x {d_model} table")
+
+
+def _check_layout(layout: object) -> str:
+    """Return ``layout`` if it is one of :data:`SINUSOIDAL_LAYOUTS`; refuse a former name with its new one."""
+    if isinstance(layout, str) and layout in _RENAMED_LAYOUTS:
+        new = _RENAMED_LAYOUTS[layout]
+        raise ValueError(
+            f"layout {layout!r} is now called {new!r} (sines in dimensions 0 ... d/2-1, cosines in d/2 ... d-1, "
+            f"pair i at (i, i + d/2), as in RoPE's half layout); pass layout={new!r}"
+        )
+    return check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
 
 
 def sinusoidal_frequencies(d_model: int, *, base: float = 10000.0) -> np.ndarray:
@@ -112,7 +129,7 @@ def sinusoidal_encoding_np(
     """
     num_positions = check_positive_int("num_positions", num_positions)
     start = check_nonnegative_int("start", start)
-    check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+    _check_layout(layout)
     omega = sinusoidal_frequencies(d_model, base=base)
     _check_table(num_positions, d_model, start)
     p = np.arange(start, start + num_positions, dtype=np.float64)[:, None]
@@ -167,14 +184,17 @@ def shift_matrix(
 ) -> torch.Tensor:
     """The matrix ``M_k`` with ``PE(p + k) = M_k @ PE(p)`` for every position ``p``.
 
-    ``M_k`` is block-diagonal: pair ``i`` is rotated by the 2x2 matrix
-    ``[[cos(k w_i), sin(k w_i)], [-sin(k w_i), cos(k w_i)]]`` acting on ``(sin, cos)``.
+    ``M_k`` is block-diagonal: pair ``i`` is acted on by the 2x2 matrix
+    ``[[cos(k w_i), sin(k w_i)], [-sin(k w_i), cos(k w_i)]]``, which is ``R(-k w_i)`` with the course's
+    counter-clockwise rotation ``R(a) = [[cos a, -sin a], [sin a, cos a]]``: the table stores each pair as
+    ``(sin, cos)``, and in that order a step forward turns the point clockwise (in ``(cos, sin)`` order it
+    would be ``R(k w_i)``).
     It depends on the offset ``k`` only, never on ``p``. ``k`` may be negative or fractional.
 
     Returns a ``(d_model, d_model)`` tensor (float64 by default; ``dtype`` must be floating) in the given
     layout. ``k`` is a finite real Python/NumPy number (not a bool, not a tensor).
     """
-    check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+    _check_layout(layout)
     k = check_float("k", k)
     check_dtype("dtype", dtype, "floating")
     omega = sinusoidal_frequencies(d_model, base=base)
@@ -214,7 +234,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         d_model: model width (even).
         max_len: initial number of cached positions.
         base: the ``10000`` of the formula.
-        layout: ``"interleaved"`` or ``"blocks"``.
+        layout: ``"interleaved"`` or ``"half"``.
         scale_embeddings: multiply ``x`` by ``sqrt(d_model)`` before adding.
         dropout: dropout probability applied to the sum (only in training mode).
     """
@@ -234,7 +254,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         super().__init__()
         self.d_model = check_even("d_model", d_model)
         self.base = check_positive_float("base", base)
-        self.layout = check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+        self.layout = _check_layout(layout)
         self.scale_embeddings = check_bool("scale_embeddings", scale_embeddings)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         max_len = check_positive_int("max_len", max_len)

@@ -47,11 +47,41 @@ def test_torch_table_is_float64_rounded_once():
     assert torch.equal(t32, t64.to(torch.float32))
 
 
-def test_blocks_layout_is_a_permutation_of_interleaved():
+def test_half_layout_is_a_permutation_of_interleaved():
     inter = sinusoidal_encoding_np(20, 8)
-    blocks = sinusoidal_encoding_np(20, 8, layout="blocks")
-    np.testing.assert_array_equal(blocks[:, :4], inter[:, 0::2])
-    np.testing.assert_array_equal(blocks[:, 4:], inter[:, 1::2])
+    half = sinusoidal_encoding_np(20, 8, layout="half")
+    np.testing.assert_array_equal(half[:, :4], inter[:, 0::2])
+    np.testing.assert_array_equal(half[:, 4:], inter[:, 1::2])
+
+
+def test_half_layout_matches_the_rope_layout_permutation():
+    # one name, one arrangement: the sinusoidal "half" table is the interleaved one with its columns
+    # reordered by the same permutation that RoPE's interleaved_to_half applies (pair i -> dims (i, i + d/2))
+    from course_pe import interleaved_to_half, layout_permutation
+
+    inter = sinusoidal_encoding(7, 10, dtype=torch.float64)
+    half = sinusoidal_encoding(7, 10, layout="half", dtype=torch.float64)
+    assert torch.equal(inter[:, layout_permutation(10, to="half")], half)
+    assert torch.equal(interleaved_to_half(inter), half)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: sinusoidal_encoding_np(4, 8, layout="blocks"),
+        lambda: sinusoidal_encoding(4, 8, layout="blocks"),
+        lambda: shift_matrix(1, 8, layout="blocks"),
+        lambda: SinusoidalPositionalEncoding(8, layout="blocks"),
+    ],
+)
+def test_former_layout_name_blocks_is_refused_with_the_new_name(call):
+    with pytest.raises(ValueError, match=r"'blocks' is now called 'half'"):
+        call()
+
+
+def test_unknown_layout_still_lists_the_choices():
+    with pytest.raises(ValueError, match=r"expected one of 'interleaved', 'half'"):
+        sinusoidal_encoding_np(4, 8, layout="halves")
 
 
 def test_start_offset():
@@ -71,7 +101,7 @@ def test_frequencies_and_longest_wavelength():
     d_model=st.integers(1, 32).map(lambda n: 2 * n),
     p=st.integers(0, 5000),
     k=st.integers(-2000, 2000),
-    layout=st.sampled_from(["interleaved", "blocks"]),
+    layout=st.sampled_from(["interleaved", "half"]),
 )
 def test_shift_theorem(d_model, p, k, layout):
     if p + k < 0:
@@ -134,8 +164,8 @@ class TestModule:
         x = torch.full((1, 2, 4), float("inf"))
         assert torch.isinf(SinusoidalPositionalEncoding(4)(x)).all()  # x is an activation, not checked for finiteness
 
-    def test_blocks_layout_and_base_reach_the_module(self):
-        module = SinusoidalPositionalEncoding(8, layout="blocks", base=100.0)
+    def test_half_layout_and_base_reach_the_module(self):
+        module = SinusoidalPositionalEncoding(8, layout="half", base=100.0)
         out = module(torch.zeros(1, 3, 8, dtype=torch.float64))[0]
         for p in range(3):
             for i in range(4):
@@ -248,10 +278,10 @@ def test_cache_bounds():
 
 
 def test_encoding_rows_and_the_rows_beyond_the_cache():
-    module = SinusoidalPositionalEncoding(6, base=100.0, layout="blocks")
-    assert torch.equal(module.encoding(3), sinusoidal_encoding(3, 6, base=100.0, layout="blocks", dtype=torch.float64))
+    module = SinusoidalPositionalEncoding(6, base=100.0, layout="half")
+    assert torch.equal(module.encoding(3), sinusoidal_encoding(3, 6, base=100.0, layout="half", dtype=torch.float64))
     far = module.encoding(3, offset=10**7)
-    expected = sinusoidal_encoding(3, 6, base=100.0, layout="blocks", dtype=torch.float64, start=10**7)
+    expected = sinusoidal_encoding(3, 6, base=100.0, layout="half", dtype=torch.float64, start=10**7)
     assert torch.equal(far, expected)
     assert module.encoding(0, offset=10**7).shape == (0, 6)
 

@@ -23,7 +23,7 @@ CATALOGUE = yaml.safe_load((ROOT / "book" / "reference" / "errata.yml").read_tex
 AUDIT_DIR = ROOT / "book" / "reference" / "audit"
 RECORDS = {key: yaml.safe_load((AUDIT_DIR / f"{key}.yml").read_text(encoding="utf-8")) for key in CATALOGUE["sources"]}
 KINDS = {"claim", "formula", "code", "output"}
-VERDICT = re.compile(r"^(correct|minor, not an erratum|erratum E\d{3}-\d{2}|new finding E\d{3}-\d{2})$")
+VERDICT = re.compile(r"^(correct|minor, not an erratum|erratum E\d{3}-\d{2}|new finding E\d{3}-\d{2}|withdrawn E\d{3}-\d{2})$")
 ERRATUM_ID = re.compile(r"E\d{3}-\d{2}")
 # Entries found by the lead in this pass and added to the catalogue when the audit is integrated (issue 15).
 PENDING: set[str] = set()  # new catalogue entries not yet in the audit records (none)
@@ -96,13 +96,34 @@ def test_every_checked_correct_item_is_re_examined():
         assert not missing, f"{key}: checked_correct items not re-examined in the audit: {missing}"
 
 
+def plain(text: str) -> str:
+    """A quotation without its markup (the catalogue writes formulas in $...$ and code in backticks)."""
+    for mark in ("\\(", "\\)", "$", "`", "**"):
+        text = text.replace(mark, "")
+    return re.sub(r"\s+", "", text)
+
+
 def test_erratum_verdicts_quote_the_catalogued_passage_somewhere():
     """Each catalogue entry's Chinese quote fragments appear among (or inside) the audit items citing it."""
     for e in CATALOGUE["errata"]:
         items = [i for i in RECORDS[e["id"][1:4]] if e["id"] in referenced_ids([i])]
-        fragments = [f.strip() for f in re.split(r"…|\.\.\.| / ", e["quote"]) if re.search(r"[\u4e00-\u9fff]", f)]
+        fragments = [plain(f) for f in re.split(r"…|\.\.\.| / ", e["quote"]) if re.search(r"[\u4e00-\u9fff]", f)]
         for fragment in fragments:
-            assert any(fragment in i["quote"] or i["quote"] in fragment for i in items), (e["id"], fragment)
+            assert any(fragment in plain(i["quote"]) or plain(i["quote"]) in fragment for i in items), (e["id"], fragment)
+
+
+def test_withdrawn_entries_are_withdrawn_in_the_audit_too():
+    """An audit record says 'withdrawn EXXX-YY' exactly for the catalogue's withdrawn entries, never 'erratum'."""
+    withdrawn = {e["id"] for e in CATALOGUE["errata"] if e.get("status") == "withdrawn"}
+    assert withdrawn, "the catalogue has withdrawn entries"
+    for key, items in RECORDS.items():
+        for item in items:
+            said = set(re.findall(r"withdrawn (E\d{3}-\d{2})", item["verdict"]))
+            assert said <= withdrawn, (key, item["quote"], "withdrawn in the audit but not in the catalogue")
+            active = set(ERRATUM_ID.findall(item["verdict"] + " " + str(item.get("also", "")))) - said
+            assert not active & withdrawn, (key, item["quote"], "cites a withdrawn entry as an erratum")
+    audited = set().union(*(set(re.findall(r"withdrawn (E\d{3}-\d{2})", i["verdict"])) for v in RECORDS.values() for i in v))
+    assert audited == withdrawn
 
 
 # --- (c) the code blocks, run --------------------------------------------------------------------------------------
@@ -169,7 +190,7 @@ def test_source_001_blocks():
     assert {(d["row"], d["column"]) for d in comparison["differing"]} == {(r, 2) for r in range(1, 10)} | {(8, 3)}
 
 
-def test_source_001_section_2_3_uses_the_blocks_layout():
+def test_source_001_section_2_3_uses_the_half_layout():
     """E001-14: the §2.3 function (its one-character repair applied) concatenates all sines, then all cosines."""
     needs_sources()
     block = block_of("001", "def positional_encoding(pos, d_model):")
@@ -180,8 +201,8 @@ def test_source_001_section_2_3_uses_the_blocks_layout():
     pe = namespace["positional_encoding"](p, 4)
     # §1.3: dimension 1 is cos of pair 0 (frequency 1), dimension 2 is sin of pair 1 (frequency 1/100).
     interleaved = np.concatenate([np.sin(p), np.cos(p), np.sin(p / 100), np.cos(p / 100)], axis=1)
-    blocks = np.concatenate([np.sin(p), np.sin(p / 100), np.cos(p), np.cos(p / 100)], axis=1)
-    np.testing.assert_allclose(pe, blocks, atol=1e-12)
+    half = np.concatenate([np.sin(p), np.sin(p / 100), np.cos(p), np.cos(p / 100)], axis=1)
+    np.testing.assert_allclose(pe, half, atol=1e-12)
     assert not np.allclose(pe, interleaved, atol=1e-3)
     # At the d_model = 2 the section uses, the two layouts coincide, so its plot labels are right.
     np.testing.assert_allclose(namespace["positional_encoding"](p, 2), np.concatenate([np.sin(p), np.cos(p)], 1))

@@ -1,0 +1,224 @@
+"""How context extension is measured, at the course's scale: a passkey task and sliding-window evaluation.
+
+Two families of tests are used in the literature to judge a model run beyond its training length ``L``:
+
+* **Perplexity by position** on long inputs, often with a *sliding window*: each token is scored with at most
+  ``window`` tokens of context (Press et al., 2022; Chen et al., 2023, §3.2). :func:`sliding_window_report` does this
+  for the course's causal models, optionally keeping the first ``sink`` tokens of the sequence in every window (the
+  "attention sink" tokens of Xiao et al., 2024). A window no longer than ``L`` keeps every position and offset inside
+  the trained range, so it is the baseline a context-extension method has to beat *with more context*, not only match.
+* **Retrieval**: hide a short piece of information somewhere in a long, irrelevant input and ask for it at the end.
+  The *passkey* test of Chen et al. (2023, §3.3) and Peng et al. (YaRN, §4) is the simplest; "needle in a haystack"
+  sweeps the needle's depth and the input length; RULER (Hsieh et al., 2024) adds distractors, several needles and
+  other tasks. :class:`PasskeyTask` is a token-level passkey test for the course's models.
+
+:class:`PasskeyTask` input, of ``seq_len`` tokens (``F`` filler symbols, ``V`` value symbols)::
+
+    BOS  f f f ... f  KEY v  f f ... f  QUERY        target at QUERY: v (no other position is scored)
+                             |<-- distance -->|       distance = position of QUERY - position of v
+
+Filler tokens are drawn uniformly from ``0 ... F - 1``; ``v`` from the value symbols ``F ... F + V - 1``. With
+``distractors=True`` the filler is drawn from the value symbols too, so the model must find the value that follows
+``KEY`` (a previous-token lookup), not merely *a* value symbol. ``distance`` is uniform on ``1 ... seq_len - 3`` unless
+fixed (``at_distance``), which is how a "needle in a haystack" sweep places the needle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._validation import check_bool, check_generator, check_int, check_positive_int
+from .reproducibility import make_generator
+from .tasks import IGNORE, Batch
+from .training import PositionReport
+
+__all__ = ["MAX_WINDOW_TOKENS", "PasskeyTask", "sliding_window_report"]
+
+#: Most tokens (windows x window length, per batch) that :func:`sliding_window_report` runs through a model at once.
+MAX_WINDOW_TOKENS = 2**24
+
+#: Longest input a :class:`PasskeyTask` samples (the course's models are tiny; this bounds memory).
+MAX_PASSKEY_LENGTH = 2**16
+
+
+@dataclass(frozen=True)
+class PasskeyTask:
+    """Causal passkey retrieval: find the value written after ``KEY``, asked for by ``QUERY`` at the end.
+
+    Token ids: fillers ``0 ... num_filler - 1``; values ``num_filler ... num_filler + num_values - 1``; then ``KEY``,
+    ``QUERY`` and ``BOS``. ``sample(batch, seq_len)`` returns ``seq_len`` input tokens (``4 <= seq_len <= 65536``);
+    only the last target (the value) is scored, so accuracy is the retrieval rate and chance is ``1 / num_values``.
+
+    Args:
+        num_filler: size of the filler alphabet (>= 1).
+        num_values: number of possible passkey values (>= 2).
+        distance: ``None`` (uniform on ``1 ... seq_len - 3``) or a fixed distance from the value to ``QUERY``
+            (``1 <= distance <= seq_len - 3``, checked when sampling).
+        distractors: draw the filler from the value symbols too (default ``False``, as in Chen et al.'s passkey
+            prompt, where the digits appear only in the passkey sentence).
+    """
+
+    num_filler: int = 16
+    num_values: int = 8
+    distance: int | None = None
+    distractors: bool = False
+    causal: bool = True
+
+    def __post_init__(self) -> None:
+        check_positive_int("num_filler", self.num_filler)
+        check_int("num_values", self.num_values, minimum=2)
+        if self.distance is not None:
+            check_positive_int("distance", self.distance)
+        check_bool("distractors", self.distractors)
+        if check_bool("causal", self.causal) is not True:
+            raise ValueError("PasskeyTask is a causal task (the answer is read at the last position); causal=False")
+
+    @property
+    def key(self) -> int:
+        return self.num_filler + self.num_values
+
+    @property
+    def query(self) -> int:
+        return self.key + 1
+
+    @property
+    def bos(self) -> int:
+        return self.key + 2
+
+    @property
+    def vocab_size(self) -> int:
+        return self.key + 3
+
+    @property
+    def num_outputs(self) -> int:
+        return self.vocab_size
+
+    @property
+    def chance(self) -> float:
+        """Accuracy of guessing a value symbol uniformly: ``1 / num_values``."""
+        return 1.0 / self.num_values
+
+    def at_distance(self, distance: int) -> PasskeyTask:
+        """The same task with the value placed ``distance`` tokens before ``QUERY``."""
+        return dataclasses.replace(self, distance=check_positive_int("distance", distance))
+
+    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        """``batch_size`` sequences of ``seq_len`` tokens; targets are ``IGNORE`` except the last (the value)."""
+        batch_size = check_positive_int("batch_size", batch_size)
+        seq_len = check_int("seq_len", seq_len, minimum=4, maximum=MAX_PASSKEY_LENGTH)
+        check_generator("generator", generator)
+        if self.distance is not None and self.distance > seq_len - 3:
+            raise ValueError(
+                f"distance {self.distance} does not fit into seq_len {seq_len}: BOS and KEY come before the value, "
+                f"so distance <= seq_len - 3 = {seq_len - 3}"
+            )
+        high = self.num_filler + (self.num_values if self.distractors else 0)
+        inputs = torch.randint(high, (batch_size, seq_len), generator=generator)
+        values = torch.randint(self.num_filler, self.num_filler + self.num_values, (batch_size,), generator=generator)
+        if self.distance is None:
+            distance = torch.randint(1, seq_len - 2, (batch_size,), generator=generator)  # 1 ... seq_len - 3
+        else:
+            distance = torch.full((batch_size,), self.distance)
+        value_at = seq_len - 1 - distance  # 2 ... seq_len - 2
+        rows = torch.arange(batch_size)
+        inputs[:, 0] = self.bos
+        inputs[:, -1] = self.query
+        inputs[rows, value_at] = values
+        inputs[rows, value_at - 1] = self.key
+        targets = torch.full((batch_size, seq_len), IGNORE)
+        targets[:, -1] = values
+        return Batch(inputs, targets)
+
+
+def _causal_or_raise(model: nn.Module, task: object) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not callable(getattr(task, "sample", None)):
+        raise TypeError(f"task must have a sample(batch_size, seq_len, generator) method, got {type(task).__name__}")
+    if getattr(model, "causal", True) is not True or getattr(task, "causal", True) is not True:
+        raise ValueError("sliding_window_report needs a causal model and a causal task (a window's last logit must "
+                         "depend only on the tokens up to it)")
+
+
+@torch.no_grad()
+def sliding_window_report(
+    model: nn.Module,
+    task: object,
+    seq_len: int,
+    *,
+    window: int,
+    sink: int = 0,
+    batch_size: int = 32,
+    num_batches: int = 4,
+    seed: int = 12345,
+) -> PositionReport:
+    """Loss and accuracy at each position when every prediction sees at most ``window`` tokens (stride 1).
+
+    Target ``t`` is predicted from the tokens ``0 ... t`` if ``t < window`` (one ordinary causal pass), otherwise from
+    the first ``sink`` tokens followed by the last ``window - sink`` tokens up to ``t``, run as a sequence of its own
+    (so its positions start at 0 and never reach ``window``). With ``window >= seq_len`` the result equals
+    :func:`~course_pe.training.evaluate_by_position` on the same data. Data come from ``make_generator(seed)``, as
+    there, so the two can be compared position by position.
+
+    Args: ``seq_len`` (the task's length argument) and ``window`` positive integers, ``0 <= sink < window``,
+    ``batch_size``, ``num_batches`` positive, ``seed >= 0``. The model must be causal and map ``(batch, seq)`` long
+    tokens to ``(batch, seq, outputs)`` logits. Returns a :class:`~course_pe.training.PositionReport` over the input
+    positions.
+    """
+    _causal_or_raise(model, task)
+    check_positive_int("seq_len", seq_len)
+    window = check_positive_int("window", window)
+    sink = check_int("sink", sink, minimum=0)
+    if sink >= window:
+        raise ValueError(f"sink ({sink}) must be smaller than window ({window}): the window must hold new tokens too")
+    batch_size = check_positive_int("batch_size", batch_size)
+    num_batches = check_positive_int("num_batches", num_batches)
+    seed = check_int("seed", seed, minimum=0, maximum=2**63 - 1)
+    # the input length (the task's seq_len argument need not be it) from a one-row probe, to bound memory first
+    n = task.sample(1, seq_len, make_generator(0)).inputs.shape[1]  # type: ignore[attr-defined]
+    windows = max(0, n - window)  # targets window ... n - 1 need a window of their own
+    needed = batch_size * max(windows, 1) * window
+    if needed > MAX_WINDOW_TOKENS:
+        raise ValueError(
+            f"{batch_size} x {max(windows, 1)} windows of {window} tokens = {needed} tokens exceed "
+            f"MAX_WINDOW_TOKENS = {MAX_WINDOW_TOKENS}; use a smaller batch_size"
+        )
+    generator = make_generator(seed)
+    was_training = model.training
+    model.eval()
+    loss_sum = correct = count = None
+    try:
+        for _ in range(num_batches):
+            batch = task.sample(batch_size, seq_len, generator)  # type: ignore[attr-defined]
+            inputs, targets = batch.inputs, batch.targets
+            if inputs.shape[1] != n:
+                raise ValueError(f"the task returned inputs of length {inputs.shape[1]}, then {n}, for one seq_len")
+            logits = model(inputs[:, : min(n, window)]).double()  # targets 0 ... window - 1: ordinary prefixes
+            if windows:
+                # windows of the tokens after the sink, ending at positions window - 1 ... n - 1; keep the last ones
+                recent = inputs[:, sink:].unfold(1, window - sink, 1)[:, -windows:]  # (B, windows, window - sink)
+                head = inputs[:, :sink].unsqueeze(1).expand(-1, windows, -1)
+                framed = torch.cat([head, recent], dim=2).reshape(batch_size * windows, window)
+                last = model(framed)[:, -1].double().reshape(batch_size, windows, -1)
+                logits = torch.cat([logits, last], dim=1)
+            valid = targets != IGNORE
+            safe = targets.clamp(min=0)
+            nll = F.cross_entropy(logits.transpose(1, 2), safe, reduction="none") * valid
+            hit = (logits.argmax(-1) == safe) & valid
+            if loss_sum is None:
+                loss_sum, correct, count = nll.sum(0), hit.sum(0).double(), valid.sum(0).double()
+            else:
+                loss_sum, correct, count = loss_sum + nll.sum(0), correct + hit.sum(0), count + valid.sum(0)
+    finally:
+        model.train(was_training)
+    assert loss_sum is not None and correct is not None and count is not None
+    nan = torch.full_like(count, float("nan"))
+    return PositionReport(
+        loss=torch.where(count > 0, loss_sum / count.clamp(min=1), nan),
+        accuracy=torch.where(count > 0, correct / count.clamp(min=1), nan),
+    )

@@ -1,0 +1,178 @@
+import pytest
+import torch
+from torch import nn
+
+import course_pe as cpe
+from course_pe.long_context_eval import MAX_WINDOW_TOKENS, PasskeyTask, sliding_window_report
+from course_pe.tasks import IGNORE
+
+
+# ---------------------------------------------------------------------------------------------------- PasskeyTask
+
+
+def test_passkey_layout():
+    task = PasskeyTask(num_filler=5, num_values=3)
+    batch = task.sample(200, 12, cpe.make_generator(0))
+    x, t = batch.inputs, batch.targets
+    assert x.shape == t.shape == (200, 12)
+    assert (x[:, 0] == task.bos).all() and (x[:, -1] == task.query).all()
+    assert ((x == task.key).sum(1) == 1).all()  # exactly one KEY per sequence
+    key_at = (x == task.key).int().argmax(1)
+    value = x[torch.arange(200), key_at + 1]
+    assert ((value >= 5) & (value < 8)).all()  # the token after KEY is a value symbol
+    assert torch.equal(t[:, -1], value)  # and it is the answer
+    assert (t[:, :-1] == IGNORE).all()
+    filler = x.clone()
+    filler[torch.arange(200), key_at + 1] = -1
+    body = filler[:, 1:-1]
+    assert ((body < 5) | (body == task.key) | (body == -1)).all()  # no value symbol in the filler
+    distance = 11 - (key_at + 1)
+    assert int(distance.min()) == 1 and int(distance.max()) == 9  # uniform on 1 ... seq_len - 3
+
+
+def test_passkey_fixed_distance_and_distractors():
+    task = PasskeyTask(num_filler=4, num_values=6, distractors=True).at_distance(7)
+    batch = task.sample(300, 20, cpe.make_generator(1))
+    x = batch.inputs
+    assert (x[:, 20 - 1 - 7] == batch.targets[:, -1]).all() and (x[:, 20 - 2 - 7] == task.key).all()
+    body = torch.cat([x[:, 1 : 20 - 2 - 7], x[:, 20 - 7 : -1]], dim=1)
+    assert bool((body >= 4).any())  # distractors: value symbols occur in the filler
+    assert task.vocab_size == task.num_outputs == 4 + 6 + 3 and task.chance == pytest.approx(1 / 6)
+
+
+def test_passkey_seeded():
+    task = PasskeyTask()
+    a, b = task.sample(4, 16, cpe.make_generator(3)), task.sample(4, 16, cpe.make_generator(3))
+    assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
+
+
+@pytest.mark.parametrize(
+    "kwargs, sample, error",
+    [
+        (dict(num_values=1), None, ValueError),
+        (dict(num_filler=0), None, ValueError),
+        (dict(distance=0), None, ValueError),
+        (dict(distractors=1), None, TypeError),
+        (dict(causal=False), None, ValueError),
+        (dict(distance=10), (2, 12), ValueError),  # 10 > 12 - 3
+        (dict(), (2, 3), ValueError),  # too short for BOS, KEY, value and QUERY
+        (dict(), (2, 2**40), ValueError),  # bounded length
+        (dict(), (0, 8), ValueError),
+    ],
+)
+def test_passkey_bad_input(kwargs, sample, error):
+    with pytest.raises(error):
+        task = PasskeyTask(**kwargs)
+        if sample is not None:
+            task.sample(*sample, cpe.make_generator(0))
+
+
+def test_passkey_is_learnable_and_solved_by_content():
+    """A hand-built one-layer model that attends from QUERY to the value symbol answers every passkey."""
+    task = PasskeyTask(num_filler=6, num_values=4)
+    batch = task.sample(64, 30, cpe.make_generator(2))
+    is_value = (batch.inputs >= 6) & (batch.inputs < 10)
+    answer = (batch.inputs * is_value).sum(1)  # the one value symbol of each row
+    assert torch.equal(answer, batch.targets[:, -1])
+
+
+# --------------------------------------------------------------------------------------------- sliding windows
+
+
+class FirstTokenModel(nn.Module):
+    """Causal toy: at every position, predict the first token of the sequence it is given (one-hot logits)."""
+
+    causal = True
+
+    def __init__(self, vocab: int) -> None:
+        super().__init__()
+        self.vocab = vocab
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        first = tokens[:, :1].expand_as(tokens)
+        return torch.nn.functional.one_hot(first, self.vocab).double() * 50.0
+
+
+class CopyFirstTask:
+    """Targets: the first token of the sequence, at every position (so only an unwindowed model can answer)."""
+
+    causal = True
+
+    def sample(self, batch_size, seq_len, generator=None):
+        x = torch.randint(0, 7, (batch_size, seq_len), generator=generator)
+        return cpe.Batch(x, x[:, :1].expand(-1, seq_len).clone())
+
+
+def test_sliding_window_restricts_context():
+    model, task = FirstTokenModel(7), CopyFirstTask()
+    full = sliding_window_report(model, task, 20, window=20, batch_size=16, num_batches=2)
+    assert torch.allclose(full.accuracy, torch.ones(20, dtype=torch.float64))
+    cut = sliding_window_report(model, task, 20, window=5, batch_size=64, num_batches=2)
+    assert torch.allclose(cut.accuracy[:5], torch.ones(5, dtype=torch.float64))  # inside the first window
+    assert float(cut.accuracy[5:].mean()) < 0.3  # beyond it the first token is out of sight (chance 1/7)
+    kept = sliding_window_report(model, task, 20, window=5, sink=1, batch_size=16, num_batches=2)
+    assert torch.allclose(kept.accuracy, torch.ones(20, dtype=torch.float64))  # the sink keeps it in every window
+
+
+class LastTokenCounter(nn.Module):
+    """Causal toy whose logit at position p is its own position p (it reveals how long each window is)."""
+
+    causal = True
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        b, n = tokens.shape
+        positions = torch.arange(n, dtype=torch.float64).expand(b, n)
+        return torch.stack([positions, torch.zeros_like(positions)], dim=-1)
+
+
+def test_sliding_window_positions_never_reach_the_window():
+    class ZeroTask:
+        causal = True
+
+        def sample(self, batch_size, seq_len, generator=None):
+            x = torch.zeros(batch_size, seq_len, dtype=torch.long)
+            return cpe.Batch(x, torch.zeros_like(x))
+
+    report = sliding_window_report(LastTokenCounter(), ZeroTask(), 12, window=4, batch_size=2, num_batches=1)
+    # the loss at position t is softplus(-(position the model saw)): window positions stop at 3
+    expected = torch.nn.functional.softplus(-torch.tensor([0, 1, 2, 3] + [3] * 8, dtype=torch.float64))
+    assert torch.allclose(report.loss, expected)
+
+
+def test_sliding_window_equals_plain_evaluation_for_a_long_window():
+    markov = cpe.MarkovTask(num_symbols=6, order=2, branching=2, seed=0, bos=True)
+    torch.manual_seed(0)
+    model = cpe.TinyTransformer(markov.vocab_size, num_outputs=markov.num_outputs, d_model=16, num_heads=2,
+                                position="rope", causal=True)
+    plain = cpe.evaluate_by_position(model, markov, 15, batch_size=8, num_batches=2, seed=5)
+    windowed = sliding_window_report(model, markov, 15, window=16, batch_size=8, num_batches=2, seed=5)
+    assert torch.allclose(plain.loss, windowed.loss, atol=1e-10)
+    short = sliding_window_report(model, markov, 15, window=6, batch_size=8, num_batches=2, seed=5)
+    assert torch.allclose(plain.loss[:6], short.loss[:6], atol=1e-10)
+    assert not torch.allclose(plain.loss[6:], short.loss[6:], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        (dict(window=0), ValueError),
+        (dict(window=4, sink=4), ValueError),
+        (dict(window=4, sink=-1), ValueError),
+        (dict(window=4, batch_size=0), ValueError),
+        (dict(window=4, seed=-1), ValueError),
+        (dict(window=2, batch_size=MAX_WINDOW_TOKENS), ValueError),  # too many window tokens at once
+    ],
+)
+def test_sliding_window_bad_input(kwargs, error):
+    with pytest.raises(error):
+        sliding_window_report(FirstTokenModel(7), CopyFirstTask(), 20, **kwargs)
+
+
+def test_sliding_window_needs_causal():
+    class Bidirectional(FirstTokenModel):
+        causal = False
+
+    with pytest.raises(ValueError, match="causal"):
+        sliding_window_report(Bidirectional(7), CopyFirstTask(), 10, window=4)
+    with pytest.raises(TypeError):
+        sliding_window_report("model", CopyFirstTask(), 10, window=4)
