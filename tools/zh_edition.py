@@ -70,6 +70,8 @@ SITE_MESSAGES: list[tuple[str, str]] = [
     ("config", "The Positional Encoding, Corrected authors"),
     ("config", "Show code cell {type}"),
     ("config", "Hide code cell {type}"),
+    ("config", "Click to show"),
+    ("config", "Click to hide"),
     ("theme", 'Color mode'),
     ("theme", 'System Settings'),
     ("theme", 'Light'),
@@ -155,13 +157,21 @@ def has_prose(msgid: str) -> bool:
 
     Not: a math block (the only messages with a line break), a message with no word (two letters in a row) outside
     math, code and roles, or one that is mostly Chinese already (a quotation of a source in its own words, an
-    erratum's 更正): fewer than one English word for every two Chinese characters.
+    erratum's 更正): fewer than one English word for every two Chinese characters, and fewer than
+    :data:`ENGLISH_SENTENCE` English words. A long quotation inside an English sentence (an erratum's "**Where.**
+    Source 002, §7.3.2: 低維度的編碼… ("low dimensions …")") leaves the sentence English, so it is translated.
     """
     if "\n" in msgid:
         return False
+    if msgid.startswith("**Where.**"):
+        return True  # an erratum's "Where." line frames its quotation in English, however short
     prose = strip_markup(msgid)
     words = len(re.findall(r"[A-Za-z]{2,}", prose))
-    return words > 0 and 2 * words > len(CJK.findall(prose))  # a Chinese quotation in English prose is still English
+    return words > 0 and (words >= ENGLISH_SENTENCE or 2 * words > len(CJK.findall(prose)))
+
+
+#: English words (outside math, code and roles) that make a message English prose, however long its Chinese quotation.
+ENGLISH_SENTENCE = 6
 
 
 # Between two words of a message Sphinx has one space; the source may have a line break with indentation (a list
@@ -501,9 +511,26 @@ def needed_messages(pot_dir: Path) -> Extraction:
             kept.append(entry.msgid)
             if not in_chinese:
                 unplaced.append(entry.msgid)
+        # Sphinx's gettext builder leaves out the cells of a table inside a sphinx-exercise solution: take the cells
+        # of every markdown table that it did not extract (the others are in the .pot already).
+        for text in english:
+            for cell in table_cells(text):
+                if cell not in kept and has_prose(cell) and any(locate(t, cell) for t in chinese):
+                    kept.append(cell)
         result.messages[doc] = kept
         result.unplaced[doc] = unplaced
     return result
+
+
+def table_cells(text: str) -> list[str]:
+    """The cells of the markdown tables in ``text`` (separator rows and empty cells left out), in order."""
+    cells = []
+    for line in text.splitlines():
+        row = line.strip()
+        if not (row.startswith("|") and row.endswith("|")) or set(row) <= set("|-: "):
+            continue
+        cells += [cell.strip() for cell in re.split(r"(?<!\\)\|", row[1:-1]) if cell.strip()]
+    return cells
 
 
 def write_templates(extraction: Extraction, out: Path) -> Path:
@@ -738,6 +765,9 @@ def zh_config(labels: dict) -> dict:
         "language": LANGUAGE,
         "nb_code_prompt_show": label(labels, "config", "Show code cell {type}"),
         "nb_code_prompt_hide": label(labels, "config", "Hide code cell {type}"),
+        # sphinx-togglebutton's folds (erratum boxes, solutions) have no zh_CN catalogue of their own
+        "togglebutton_hint": label(labels, "config", "Click to show"),
+        "togglebutton_hint_hide": label(labels, "config", "Click to hide"),
     })
     return config
 
