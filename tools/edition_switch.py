@@ -85,9 +85,15 @@ document.addEventListener("DOMContentLoaded", function () {
 """
 
 
+TABLE_NOTE = "This table is wider than the column: scroll it sideways to see every column."
+
+
 def add_chinese_assets(app: Sphinx) -> None:
     if is_chinese(app):
         app.add_js_file(None, body=_KEEP_PUNCTUATION_JS)
+        note = site_labels(app).get(("theme", TABLE_NOTE))
+        if note:  # the note under a table wider than the column (tools/book_site_static/book_site_layout.js)
+            app.add_js_file(None, body=f"window.BOOK_SITE_TABLE_NOTE = {json.dumps(note)};")
         word = site_labels(app).get(("theme", "Proof"))
         if word:
             app.add_js_file(None, body=_PROOF_JS % json.dumps(word))

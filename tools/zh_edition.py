@@ -112,6 +112,7 @@ SITE_MESSAGES: list[tuple[str, str]] = [
     ("theme", 'On this page'),
     ("theme", 'Skip to main content'),
     ("theme", 'Proof'),
+    ("theme", "This table is wider than the column: scroll it sideways to see every column."),
     ("switch", "English"),
     ("switch", "Read this page in English"),
     ("errata", "math"),

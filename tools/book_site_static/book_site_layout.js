@@ -51,7 +51,7 @@
     if (more && !has) {
       var p = document.createElement("p");
       p.className = "pe-scroll-note";
-      p.textContent = TABLE_NOTE;
+      p.textContent = window.BOOK_SITE_TABLE_NOTE || TABLE_NOTE;  // a translated edition sets its own
       box.parentNode.insertBefore(p, box);
     } else if (!more && has) {
       previous.remove();
