@@ -343,3 +343,10 @@ def test_table_cells_are_found_for_the_tables_gettext_leaves_out():
 def test_an_erratum_where_line_is_prose_however_short_its_english():
     assert zh.has_prose('**Where.** Source 004, Q4 ("频率选择"): `theta = 10000 ** (-2 * x / dim)`.')
     assert not zh.has_prose("低維度的編碼對應於較大的範圍（較慢的變化）")
+
+
+def test_a_formula_without_its_delimiters_is_not_prose():
+    """A display formula inside a list item reaches gettext without its $$ (context_extension's methods list)."""
+    for formula in (r"\theta_i' = \theta_i / s .", r"s' = s\,\frac{L'}{L} - (s - 1) \qquad (L' > L)."):
+        assert not zh.has_prose(formula)
+    assert zh.has_prose(r"Positions are squeezed by $s$, so every angle stays inside")

@@ -166,7 +166,8 @@ def has_prose(msgid: str) -> bool:
         return False
     if msgid.startswith("**Where.**"):
         return True  # an erratum's "Where." line frames its quotation in English, however short
-    prose = strip_markup(msgid)
+    # TeX control words are not English: a display formula in a list item reaches gettext without its $$ delimiters
+    prose = re.sub(r"\\[A-Za-z]+", " ", strip_markup(msgid))
     words = len(re.findall(r"[A-Za-z]{2,}", prose))
     return words > 0 and (words >= ENGLISH_SENTENCE or 2 * words > len(CJK.findall(prose)))
 
