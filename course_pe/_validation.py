@@ -275,8 +275,14 @@ MEMORY_BUDGET_VARIABLE = "COURSE_PE_MAX_BYTES"
 class MemoryBudgetError(ValueError, MemoryError):
     """A size argument asks for more memory than the process may use; raised *before* anything is allocated.
 
-    Both a ``ValueError`` (a bad argument, named in the message) and a ``MemoryError``.
+    Both a ``ValueError`` (a bad argument, named in the message) and a ``MemoryError``. ``needed`` is the estimate in
+    bytes and ``budget`` the bytes allowed (``None`` where the error was made by hand).
     """
+
+    def __init__(self, message: str, needed: int | None = None, budget: int | None = None) -> None:
+        super().__init__(message)
+        self.needed = needed
+        self.budget = budget
 
 
 def _machine_bytes() -> int:
@@ -345,7 +351,8 @@ def check_memory(name: str, nbytes: int | float, what: str) -> None:
     if nbytes > budget:
         raise MemoryBudgetError(
             f"{name}: {what} would need about {human_bytes(nbytes)}, more than the {human_bytes(budget)} this "
-            f"process may use (the machine's memory; set {MEMORY_BUDGET_VARIABLE} to change the budget)"
+            f"process may use (the machine's memory; set {MEMORY_BUDGET_VARIABLE} to change the budget)",
+            int(math.ceil(nbytes)), budget,
         )
 
 

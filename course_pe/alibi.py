@@ -76,7 +76,7 @@ def alibi_bias(
     ``causal`` a bool, ``dtype`` a floating dtype. A bias larger than the memory budget is refused before anything
     is allocated.
     """
-    num_heads = check_positive_int("num_heads", num_heads)
+    num_heads = check_int("num_heads", num_heads, minimum=1, maximum=MAX_HEADS)
     causal = check_bool("causal", causal)
     check_dtype("dtype", dtype, "floating")
     device = check_device("device", device)
@@ -84,7 +84,6 @@ def alibi_bias(
     k_len = check_nonnegative_int("k_len", k_len)
     if q_len > k_len:
         raise ValueError(f"q_len ({q_len}) cannot exceed k_len ({k_len})")
-    num_heads = check_int("num_heads", num_heads, minimum=1, maximum=MAX_HEADS)
     entries = numel(q_len, k_len)
     # float64 distances and the bias (twice with the mask), then the cast to dtype
     check_memory("num_heads, q_len and k_len", entries * (16 + 16 * num_heads + dtype.itemsize * num_heads),

@@ -808,7 +808,7 @@ def rope_config_from_hf(
         factor = params.get("factor")
         if factor is None:
             if max_positions is None:
-                raise ValueError(f"rope_type {rope_type!r} without factor needs max_position_embeddings")
+                raise ValueError(f"rope_type {rope_type!r} without factor needs max_position_embeddings in the config")
             return max_positions / original()
         return _number(_param("factor"), factor)
 
@@ -823,7 +823,7 @@ def rope_config_from_hf(
             scaling = LinearScaling(_number(_param("factor"), required("factor")))
         elif rope_type == "dynamic":
             if max_positions is None:
-                raise ValueError("rope_type 'dynamic' needs max_position_embeddings (its original length)")
+                raise ValueError("rope_type 'dynamic' needs max_position_embeddings (its original length) in the config")
             scaling = DynamicNTKScaling(_number(_param("factor"), required("factor")), max_positions)
         elif rope_type == "yarn":
             scaling = YaRNScaling(
@@ -849,6 +849,8 @@ def rope_config_from_hf(
             scaling = ProportionalScaling(prf, factor=_number(_param("factor"), params.get("factor", 1.0)))
             rotary_dim = head_dim
     except (TypeError, ValueError) as error:
+        if str(error).startswith(("config", "rope_type")):  # already says where it comes from
+            raise
         raise type(error)(f"config rope parameters of type {rope_type!r}: {error}") from None
     section = params.get("mrope_section", config.get("mrope_section"))
     if section is not None:

@@ -351,3 +351,7 @@ def test_shaw_max_distance_beyond_int64_is_refused_not_a_promotion_error():
     with pytest.raises(ValueError, match=r"^max_distance must be <= 9007199254740992"):
         shaw_relative_positions(3, 3, 2**63)
     assert torch.equal(shaw_relative_positions(2, 3, 2**53) - 2**53, torch.tensor([[-1, 0, 1], [-2, -1, 0]]))
+
+
+def test_t5_module_default_table_has_32_rows():
+    assert T5RelativeBias(2).embedding.weight.shape == (32, 2)

@@ -634,3 +634,22 @@ def test_angle_dtype_is_checked():
             RotaryEmbedding(8, angle_dtype=bad)
     with pytest.raises(TypeError, match="angle_dtype"):
         rope_cos_sin(torch.arange(3), torch.ones(4), angle_dtype="float32")
+
+
+def test_hugging_face_layout_hint():
+    """F14 (newcomer review): positions that match dim 1 of a 4-D x suggest x.transpose(1, 2); other mismatches do not."""
+    hint = r"; x looks like \(batch, seq, heads, head_dim\), the layout of Hugging Face's projections before their " \
+           r"transpose: pass x.transpose\(1, 2\) \(course_pe rotates along dim -2, the sequence axis of " \
+           r"\(batch, heads, seq, head_dim\)\) and transpose the result back$"
+    hf = torch.zeros(2, 10, 4, 64)
+    with pytest.raises(ValueError, match=r"^positions has length 10 but x has seq = 4 \(shape \(2, 10, 4, 64\)\)" + hint):
+        apply_rope(hf, torch.arange(10))
+    with pytest.raises(ValueError, match=r"^positions must have shape \(2, 4\) for x of shape \(2, 10, 4, 64\), "
+                                         r"got \(2, 10\)" + hint):
+        apply_rope(hf, torch.zeros(2, 10, dtype=torch.long))
+    for x, positions in ((torch.zeros(2, 4, 10, 64), torch.arange(7)), (torch.zeros(3, 10, 64), torch.arange(3)),
+                         (torch.zeros(2, 10, 10, 64), torch.arange(9)), (torch.zeros(1, 2, 3, 4, 64), torch.arange(2))):
+        with pytest.raises(ValueError) as info:
+            apply_rope(x, positions)
+        assert "Hugging Face" not in str(info.value)
+    assert apply_rope(hf.transpose(1, 2), torch.arange(10)).transpose(1, 2).shape == hf.shape

@@ -296,3 +296,77 @@ def test_proportional_rotates_a_fraction_with_full_head_frequencies():
     expected[4:] = 0.0
     torch.testing.assert_close(inv, expected, rtol=1e-15, atol=0)
     assert factor == 1.0
+
+
+# ----------------------------------------------------------------------------- found by mutation testing, issue 27 round
+
+
+def test_new_scaling_fields_are_checked_and_stored_as_python_values():
+    import numpy as np
+
+    from course_pe import LongRoPEScaling, ProportionalScaling
+
+    yarn = YaRNScaling(4, 64, mscale=np.float32(0.5), mscale_all_dim=1, truncate=np.bool_(False))
+    assert type(yarn.truncate) is bool and yarn.truncate is False
+    assert type(yarn.mscale) is float and type(yarn.mscale_all_dim) is float
+    for name in ("mscale", "mscale_all_dim"):
+        with pytest.raises(ValueError, match=rf"^{name} must be >= 0.0, got -0.5"):
+            YaRNScaling(4, 64, **{name: -0.5})
+    long = LongRoPEScaling(torch.tensor([1.0, 2.0]), np.array([3, 4]).tolist(), np.int64(8), factor=np.int64(2),
+                           attention_factor=np.float32(1.5))
+    assert long.short_factor == (1.0, 2.0) and long.long_factor == (3.0, 4.0)
+    assert all(type(v) is float for v in long.short_factor + long.long_factor)
+    assert type(long.factor) is float and type(long.attention_factor) is float
+    assert type(long.original_max_positions) is int
+    with pytest.raises(ValueError, match=r"^original_max_positions must be >= 2 for the default attention factor"):
+        LongRoPEScaling([1.0], [2.0], 1, factor=1.5)
+    assert LongRoPEScaling([1.0], [2.0], 1, factor=1.0).default_attention_factor == 1.0
+    with pytest.raises(TypeError, match=r"^short_factor must be a sequence of numbers \(one per rotation pair\), got str"):
+        LongRoPEScaling("12", [2.0], 8)
+    with pytest.raises(TypeError, match=r"^long_factor must be a 1-D tensor of real numbers"):
+        LongRoPEScaling([1.0], torch.tensor([True]), 8)
+    with pytest.raises(ValueError, match=r"^short_factor must hold one factor per rotation pair, got an empty"):
+        LongRoPEScaling([], [], 8)
+    prop = ProportionalScaling(np.float64(0.25), np.int64(2))
+    assert type(prop.partial_rotary_factor) is float and type(prop.factor) is float
+    with pytest.raises(ValueError, match=r"^partial_rotary_factor must be <= 1.0, got 1.5"):
+        ProportionalScaling(1.5)
+
+
+def test_longrope_factors_are_used_in_float64():
+    """Factors that float32 cannot hold (1.1) must not be rounded on the way (transformers rounds them: float32)."""
+    from course_pe import LongRoPEScaling
+
+    scaling = LongRoPEScaling([1.1, 1.3], [7.7, 9.9], 16)
+    inv, _ = rope_frequencies(4, scaling=scaling, dtype=torch.float64)
+    assert inv.tolist() == [1.0 / 1.1, 0.01 / 1.3]
+    inv, _ = rope_frequencies(4, scaling=scaling, seq_len=17, dtype=torch.float64)
+    assert inv.tolist() == [1.0 / 7.7, 0.01 / 9.9]
+
+
+def test_yarn_correction_range_for_betas_near_the_float_limits():
+    """L / (2 pi beta) underflows to 0 for beta = 1e308: the bounds use ln L - ln beta - ln 2 pi there."""
+    d, base, L = 64, 10000.0, 4096
+    exact = d * (math.log(L) - math.log(1e308) - math.log(2 * math.pi)) / (2 * math.log(base))
+    assert yarn_correction_range(d, base, L, 1e308, 1.0, truncate=False)[0] == max(exact, 0.0)
+    # L / (2 pi beta) overflows to inf for L = 2**1020 and beta = 1e-300: the slow bound is then clipped at d - 1
+    low, high = yarn_correction_range(d, base, 2**1020, 2.0, 1e-300, truncate=False)
+    assert high == d - 1 and low == d * math.log(2**1020 / (2 * 2 * math.pi)) / (2 * math.log(base))
+    with pytest.raises(TypeError, match=r"^truncate must be a bool"):
+        yarn_correction_range(d, base, L, 32.0, 1.0, truncate=1)
+
+
+def test_yarn_mscale_values():
+    from course_pe import yarn_mscale
+
+    assert yarn_mscale(1.5, 1.0) == 0.1 * math.log(1.5) + 1.0
+    assert yarn_mscale(1.0, 5.0) == 1.0 and yarn_mscale(0.25) == 1.0
+    assert yarn_mscale(4.0) == 0.1 * math.log(4.0) + 1.0  # mscale defaults to 1
+
+
+def test_yarn_softmax_scale_names_what_it_got():
+    from course_pe import yarn_softmax_scale
+
+    with pytest.raises(TypeError, match=r"^scaling must be None or one of LinearScaling, NTKScaling, DynamicNTKScaling, "
+                                        r"YaRNScaling, Llama3Scaling, LongRoPEScaling, ProportionalScaling, got str$"):
+        yarn_softmax_scale(64, "yarn")

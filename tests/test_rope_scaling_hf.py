@@ -396,3 +396,122 @@ def test_float32_reference_rotation_is_transformers_bit_for_bit(dtype):
 def test_reader_names_what_is_missing(config, match):
     with pytest.raises((TypeError, ValueError), match=match):
         rope_config_from_hf(config)
+
+
+# ----------------------------------------------------------------------------- found by mutation testing: the reader's rules
+
+
+def test_reader_defaults_and_precedence():
+    base = {"head_dim": 16, "max_position_embeddings": 4096}
+    # original length: the parameters', else max_position_embeddings (transformers' setdefault)
+    rope = rope_config_from_hf({**base, "rope_parameters": {"rope_type": "yarn", "factor": 4.0}})
+    assert rope.scaling.original_max_positions == 4096 and rope.max_positions == 4096
+    # rope_theta: the parameters' wins over the top level, the top level over default_base
+    assert rope_config_from_hf({**base, "rope_theta": 5.0, "rope_parameters": {"rope_theta": 7.0}}).base == 7.0
+    assert rope_config_from_hf({**base, "rope_theta": 5.0}).base == 5.0
+    assert rope_config_from_hf(base, default_base=123.0).base == 123.0
+    assert rope_config_from_hf(base).base == 10000.0
+    # partial_rotary_factor: the parameters', else the top level's
+    assert rope_config_from_hf({**base, "partial_rotary_factor": 0.5}).rotary_dim == 8
+    assert rope_config_from_hf({**base, "partial_rotary_factor": 0.5,
+                                "rope_parameters": {"partial_rotary_factor": 0.25}}).rotary_dim == 4
+    assert rope_config_from_hf({**base, "partial_rotary_factor": None}).rotary_dim == 16
+    # Gemma 3's legacy local base only for the sliding layers; a flat config accepts the layer types it declares
+    gemma = {**base, "rope_theta": 1e6, "rope_local_base_freq": 1e4, "rope_scaling": {"rope_type": "linear", "factor": 8}}
+    sliding = rope_config_from_hf(gemma, layer_type="sliding_attention")
+    assert sliding.base == 1e4 and sliding.scaling is None and sliding.rope_type == "default"
+    assert rope_config_from_hf({**base, "layer_types": ["chunked"]}, layer_type="chunked").rope_type == "default"
+    with pytest.raises(ValueError, match=r"^layer_type 'full_attention' is not a layer type of this config \('chunked'\); "
+                                         r"its rope parameters are not nested by layer type$"):
+        rope_config_from_hf({**base, "layer_types": ["chunked"]}, layer_type="full_attention")
+    # a nested config with one entry needs no layer_type
+    one = {**base, "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 2.0}}}
+    assert rope_config_from_hf(one).scaling == cpe.LinearScaling(2.0)
+    nested_none = {**base, "rope_parameters": {"full_attention": None, "sliding_attention": {"rope_theta": 3.0}}}
+    assert rope_config_from_hf(nested_none, layer_type="full_attention").rope_type == "default"
+    assert rope_config_from_hf(nested_none, layer_type="sliding_attention").base == 3.0
+    # partial rotary reaches the module
+    module = rope_config_from_hf({**base, "partial_rotary_factor": 0.5}).rotary_embedding()
+    assert module.rotary_dim == 8 and module.head_dim == 16 and module.layout == "half"
+
+
+@pytest.mark.parametrize("config,kwargs,error,message", [
+    ([("head_dim", 8)], {}, TypeError, r"config must be a mapping \(the parsed config.json\), got list$"),
+    ({"head_dim": 8}, {"layer_type": 3}, TypeError, r"layer_type must be None or a str, got int$"),
+    ({"head_dim": 8, "rope_parameters": "linear"}, {}, TypeError,
+     r"config\['rope_parameters'\] \(or 'rope_scaling'\) must be a mapping or null, got str$"),
+    ({"head_dim": 8, "rope_parameters": {"a": {}, "b": {}}}, {}, ValueError,
+     r"config's rope_parameters are nested by layer type \('a', 'b'\): pass layer_type$"),
+    ({"head_dim": 8, "rope_parameters": {"a": {}, "b": {}}}, {"layer_type": "c"}, ValueError,
+     r"layer_type 'c' is not in the config's rope_parameters \('a', 'b'\)$"),
+    ({"head_dim": 8, "rope_parameters": {"rope_type": "ntk"}}, {}, ValueError,
+     r"unknown rope_type 'ntk' in config; course_pe reads default, linear, dynamic, yarn, longrope, llama3, "
+     r"proportional, axial \(model-specific types outside transformers' modeling_rope_utils are not covered\)$"),
+    ({"head_dim": 8, "rope_parameters": {"rope_type": 5}}, {}, ValueError, r"unknown rope_type 5 in config"),
+    ({"head_dim": 8, "rope_theta": "1e4"}, {}, TypeError, r"config\['rope_theta'\] must be a real number, got str"),
+    ({"head_dim": 8, "rope_parameters": {"rope_theta": "1e4"}}, {}, TypeError,
+     r"config rope parameter 'rope_theta' must be a real number, got str"),
+    ({"head_dim": 2.0}, {}, TypeError, r"config\['head_dim'\] must be an integer, got float"),
+    ({"qk_rope_head_dim": 0}, {}, ValueError, r"config\['qk_rope_head_dim'\] must be >= 1, got 0$"),
+    ({"hidden_size": "64", "num_attention_heads": 4}, {}, TypeError, r"config\['hidden_size'\] must be an integer"),
+    ({"hidden_size": 64, "num_attention_heads": 0}, {}, ValueError, r"config\['num_attention_heads'\] must be >= 1"),
+    ({"hidden_size": 60, "num_attention_heads": 4}, {}, ValueError, r"head_dim \(from config\) must be even"),
+    ({"hidden_size": 64}, {}, ValueError, r"config has no head_dim and no 'num_attention_heads' to derive it from; "
+                                          r"pass head_dim$"),
+    ({"head_dim": 8, "partial_rotary_factor": 1.5}, {}, ValueError,
+     r"config rope parameter 'partial_rotary_factor' must be <= 1.0, got 1.5$"),
+    ({"head_dim": 8, "partial_rotary_factor": -0.5}, {}, ValueError,
+     r"config rope parameter 'partial_rotary_factor' must be >= 0.0, got -0.5$"),
+    ({"head_dim": 8, "partial_rotary_factor": 0.125}, {}, ValueError,
+     r"head_dim \* partial_rotary_factor = 8 \* 0.125 gives a rotary width of 1; it must be even and >= 2$"),
+    ({"head_dim": 8, "max_position_embeddings": 0}, {}, ValueError, r"config\['max_position_embeddings'\] must be >= 1"),
+    ({"head_dim": 8, "rope_parameters": {"rope_type": "llama3", "factor": 8.0}}, {}, ValueError,
+     r"rope_type 'llama3' needs original_max_position_embeddings or max_position_embeddings in the config$"),
+    ({"head_dim": 8, "rope_parameters": {"rope_type": "yarn", "original_max_position_embeddings": 0, "factor": 2.0}},
+     {}, ValueError, r"config rope parameter 'original_max_position_embeddings' must be >= 1, got 0$"),
+    ({"head_dim": 8, "rope_parameters": {"rope_type": "yarn", "original_max_position_embeddings": 64}}, {}, ValueError,
+     r"rope_type 'yarn' without factor needs max_position_embeddings in the config$"),
+    ({"head_dim": 8, "rope_parameters": {"rope_type": "linear"}}, {}, ValueError,
+     r"rope_type 'linear' needs 'factor' in the config's rope parameters$"),
+    ({"head_dim": 8, "rope_parameters": {"rope_type": "linear", "factor": "2"}}, {}, TypeError,
+     r"config rope parameter 'factor' must be a real number, got str"),
+    ({"head_dim": 8, "rope_parameters": {"rope_type": "linear", "factor": 0.5}}, {}, ValueError,
+     r"config rope parameters of type 'linear': scaling factor must be >= 1"),
+    ({"head_dim": 8, "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, {}, ValueError,
+     r"rope_type 'dynamic' needs max_position_embeddings \(its original length\) in the config$"),
+    ({"head_dim": 8, "max_position_embeddings": 64, "rope_parameters": {"rope_type": "yarn", "factor": 2.0,
+                                                                         "beta_fast": "32"}}, {}, TypeError,
+     r"config rope parameter 'beta_fast' must be a real number"),
+    ({"head_dim": 8, "max_position_embeddings": 64, "rope_parameters": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0}}, {}, ValueError,
+     r"rope_type 'llama3' needs 'high_freq_factor' in the config's rope parameters$"),
+    ({"head_dim": 8, "rope_parameters": {"rope_type": "proportional", "factor": "x"}}, {}, TypeError,
+     r"config rope parameter 'factor' must be a real number"),
+    ({"head_dim": 8, "mrope_section": "161616"}, {}, TypeError,
+     r"config rope parameter 'mrope_section' must be a list of integers, got str$"),
+    ({"head_dim": 8, "mrope_section": [2, 0]}, {}, ValueError, r"config rope parameter 'mrope_section'\[1\] must be >= 1"),
+])
+def test_reader_messages(config, kwargs, error, message):
+    with pytest.raises(error, match="^" + message):
+        rope_config_from_hf(config, **kwargs)
+
+
+def test_reader_reads_the_rest_of_each_type():
+    rope = rope_config_from_hf({"head_dim": 8, "max_position_embeddings": 64, "rope_parameters": {
+        "rope_type": "yarn", "factor": 2.0, "beta_fast": 16, "beta_slow": 2, "attention_factor": 1.5,
+        "mscale": 0.5, "mscale_all_dim": 0.7, "truncate": False}})
+    assert rope.scaling == cpe.YaRNScaling(2.0, 64, 16.0, 2.0, 1.5, 0.5, 0.7, False)
+    rope = rope_config_from_hf({"head_dim": 4, "max_position_embeddings": 256, "rope_parameters": {
+        "rope_type": "longrope", "short_factor": [1, 2], "long_factor": [3, 4], "original_max_position_embeddings": 64,
+        "attention_factor": 1.2}})
+    assert rope.scaling == cpe.LongRoPEScaling((1.0, 2.0), (3.0, 4.0), 64, factor=4.0, attention_factor=1.2)
+    rope = rope_config_from_hf({"head_dim": 8, "max_position_embeddings": 64, "rope_parameters": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 2.0, "high_freq_factor": 3.0,
+        "original_max_position_embeddings": 32}})
+    assert rope.scaling == cpe.Llama3Scaling(8.0, 32, 2.0, 3.0)
+    rope = rope_config_from_hf({"head_dim": 8, "rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 0.5}})
+    assert rope.scaling == cpe.ProportionalScaling(0.5, 1.0) and rope.rotary_dim == 8
+    rope = rope_config_from_hf({"head_dim": 8, "max_position_embeddings": 100,
+                                "rope_scaling": {"type": "dynamic", "factor": 3.0}})
+    assert rope.scaling == cpe.DynamicNTKScaling(3.0, 100) and rope.rope_type == "dynamic"
+    assert rope_config_from_hf({"head_dim": 8, "rope_parameters": {"mrope_section": [1, 1, 2]}}).mrope_section == (1, 1, 2)
