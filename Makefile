@@ -15,6 +15,7 @@
 #   make grade DIR=submissions/ [ROSTER=roster.csv] [ASSIGNMENT=chapter] [JOBS=n] [REPLACE=1]   a whole folder
 #                 (as root: each submission in its own namespaces and cgroup; ISOLATION=limited to grade without)
 #   make nbgrader an nbgrader course folder (source notebooks + nbgrader_config.py, sandboxed autograde) into nbgrader/
+#   make gradescope  one Gradescope autograder per assignment: gradescope/<chapter>/autograder.zip (instructor guide)
 #   make book-student  the HTML book without solutions, into _build/student/_build/html
 #   make book-zh  the Chinese edition into _build/html-zh (prose from locale/zh_CN; make locale-update refreshes it)
 #   make mutation mutation testing (mutmut) of the five core modules in a temporary copy; slow (about 20 min on one
@@ -50,6 +51,7 @@ export JUPYTER_PLATFORM_DIRS := 1
 
 .PHONY: book-zh locale-update
 .PHONY: mutation install test test-package test-notebooks test-portable book book-student test-site execute serve lab workbook grade nbgrader clean distclean
+.PHONY: gradescope
 .PHONY: jdk lab-student pdf
 
 install: $(STAMP)
@@ -179,6 +181,11 @@ grade: $(STAMP)
 nbgrader: $(STAMP)
 	$(BIN)/python -m course_pe.coursework.nbgrader_release $(NOTEBOOKS) --out nbgrader
 
+# Gradescope: one zip per chapter with coding exercises (setup.sh, run_autograder, the grader's pins, the course_pe
+# wheel; no notebook, no solution). Upload gradescope/<chapter>/autograder.zip; see the instructor guide.
+gradescope: $(STAMP)
+	$(BIN)/python -m course_pe.coursework.gradescope build --out gradescope
+
 # The site test needs Debian's chromium (/usr/bin/chromium) and playwright (requirements.txt); it tells how to
 # install whichever is missing. Screenshots go to _build/site-test/.
 SITE ?= _build/html
@@ -220,6 +227,7 @@ mutation: $(STAMP)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis workbook grades
+	rm -rf gradescope
 	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
 
 distclean: clean

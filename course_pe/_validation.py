@@ -279,9 +279,24 @@ class MemoryBudgetError(ValueError, MemoryError):
     """
 
 
-@functools.lru_cache(maxsize=1)
 def _machine_bytes() -> int:
-    """Physical memory, lowered to the cgroup's ``memory.max`` and the address-space limit where those are set."""
+    """Physical memory, lowered to the cgroup's ``memory.max`` and the address-space limit where those are set (the
+    limit is read at every call: a sandbox may lower it after import)."""
+    limits = [_fixed_machine_bytes()]
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
+            limits.append(soft)
+    except (ImportError, OSError, ValueError):  # pragma: no cover (not POSIX)
+        pass
+    return min(limits)
+
+
+@functools.lru_cache(maxsize=1)
+def _fixed_machine_bytes() -> int:
+    """Physical memory and the cgroup limit (they do not change while the process runs)."""
     limits = []
     try:
         limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
@@ -295,14 +310,6 @@ def _machine_bytes() -> int:
                 limits.append(int(text))
         except OSError:
             pass
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
-            limits.append(soft)
-    except (ImportError, OSError, ValueError):  # pragma: no cover (not POSIX)
-        pass
     return min(limits) if limits else 2**40
 
 

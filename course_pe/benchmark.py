@@ -86,7 +86,7 @@ __all__ = [
     "time_call",
 ]
 
-#: Most timed calls (and warm-up calls) one measurement makes: a benchmark that repeats more is not a measurement
+#: Most timed calls (and warm-up calls) one measurement makes; a benchmark that repeats more is not a measurement
 #: but a loop that runs for hours.
 MAX_REPEATS = 100_000
 

@@ -92,7 +92,7 @@ CACHE_LIMIT = 8192
 #: Largest ``|position|`` accepted anywhere in this module: float64 holds every integer up to ``2**53`` exactly, and
 #: beyond it ``2**53 + 1`` rounds to ``2**53``, so two positions would get one rotation without a word.
 MAX_POSITION = 2**53
-#: The two ways angles can be computed: exactly (float64, the default) or as the reference implementations do.
+#: The two ways angles can be computed, exactly (float64, the default) or as the reference implementations do.
 ANGLE_DTYPES: tuple[torch.dtype, ...] = (torch.float64, torch.float32)
 
 

@@ -233,8 +233,8 @@ def _check_factor_list(name: str, values: object) -> tuple[float, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, torch.Tensor)):
         raise TypeError(f"{name} must be a sequence of numbers (one per rotation pair), got {type(values).__name__}")
     if isinstance(values, torch.Tensor):
-        if values.dim() != 1 or not values.dtype.is_floating_point and values.dtype == torch.bool:
-            raise TypeError(f"{name} must be a 1-D tensor of numbers, got shape {tuple(values.shape)} {values.dtype}")
+        if values.dim() != 1 or values.dtype == torch.bool or values.is_complex():
+            raise TypeError(f"{name} must be a 1-D tensor of real numbers, got shape {tuple(values.shape)} {values.dtype}")
         values = values.tolist()
     checked = tuple(check_positive_float(f"{name}[{i}]", v) for i, v in enumerate(values))
     if not checked:

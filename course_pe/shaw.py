@@ -58,7 +58,7 @@ def shaw_relative_positions(
     """
     q_len = check_nonnegative_int("q_len", q_len)
     k_len = check_nonnegative_int("k_len", k_len)
-    max_distance = check_nonnegative_int("max_distance", max_distance)
+    max_distance = check_int("max_distance", max_distance, minimum=0, maximum=2**53)  # a clip; int64 arithmetic
     device = check_device("device", device)
     if query_offset is None:
         if q_len > k_len:

@@ -34,6 +34,7 @@ import course_pe as cpe  # noqa: E402
 import nbformat  # noqa: E402
 
 from course_pe import benchmark, plotting, reproducibility, seeds_benchmark, training  # noqa: E402
+from course_pe.coursework import gradescope  # noqa: E402
 from course_pe.coursework import (  # noqa: E402
     exercises,
     grade,
@@ -1311,6 +1312,14 @@ def _notebook_file(folder: str, name: str, nb: nbformat.NotebookNode | None = No
 _COURSE_DIR = tempfile.TemporaryDirectory(prefix="course_pe_bad_input_course_")
 
 
+def _fake_wheel() -> str:
+    """A file with a wheel's name (build_autograder only copies it)."""
+    path = f"{_COURSE_DIR.name}/course_pe-0.1.0-py3-none-any.whl"
+    with open(path, "wb") as fh:
+        fh.write(b"PK")
+    return path
+
+
 def _roster_file(text: str) -> str:
     fd, path = tempfile.mkstemp(suffix=".csv", dir=_COURSE_DIR.name)
     with open(fd, "w", encoding="utf-8") as fh:
@@ -1542,6 +1551,44 @@ REGISTRY.update({
     ),
     "grading_build.package_folder": Case(grading_build.package_folder, lambda: dict(), {}),
     "grading_build.repository_root": Case(grading_build.repository_root, lambda: dict(), {}),
+    "gradescope.Candidate": Case(
+        gradescope.Candidate, lambda: dict(path="x.ipynb", shown="x.ipynb"),
+        {"path": BAD_PATH, "shown": BAD_TEXT, "defines": st.sampled_from(["f", [3], (b"f",)]), "problem": BAD_TEXT},
+        extremes=[dict(defines=[], problem="unreadable")],
+    ),
+    "gradescope.find_notebooks": Case(gradescope.find_notebooks, lambda: dict(folder=_COURSE_DIR.name),
+                                      {"folder": BAD_PATH}, extremes=[dict(folder=f"{_COURSE_DIR.name}/absent")]),
+    "gradescope.choose_notebook": Case(
+        gradescope.choose_notebook, lambda: dict(candidates=[], assignment="relative"),
+        {"candidates": st.sampled_from([None, "x.ipynb", [3], ("x",)]),
+         "assignment": st.sampled_from([None, 3, "", "chapter9", ["relative"]])},
+        extremes=[dict(candidates=[gradescope.Candidate(_notebook_file(_COURSE_DIR.name, "gs.ipynb"), "gs.ipynb")])],
+    ),
+    "gradescope.results_json": Case(
+        gradescope.results_json, lambda: dict(report=GradeReport(student="ada", notebook="n.ipynb")),
+        {"report": st.sampled_from([None, {"score": 1}, "report"]), "summary": BAD_TEXT,
+         "hidden_visibility": st.sampled_from([None, 3, "visible", "after_deadline"]),
+         "execution_time": bad_float(0.0, strict=False), "extra": st.sampled_from(["x", [1], 3])},
+        extremes=[dict(hidden_visibility="hidden", execution_time=0.0, extra={})],
+    ),
+    "gradescope.build_autograder": Case(
+        gradescope.build_autograder,
+        lambda: dict(assignment="relative", out=f"{_COURSE_DIR.name}/gradescope", wheel=_fake_wheel(),
+                     requirements=["torch==2.13.0", "numpy==2.4.6"]),
+        {"assignment": st.sampled_from([None, 3, "", "chapter9"]), "out": BAD_PATH,
+         "wheel": st.sampled_from([None, 3, "", f"{_COURSE_DIR.name}/absent.whl", f"{_COURSE_DIR.name}"]),
+         "requirements": st.sampled_from([None, "torch==2.13.0", [3], ["numpy==2.4.6"], [""]]),
+         "hidden_visibility": st.sampled_from([None, "visible", 3]), "timeout": bad_float(0.0),
+         "cell_timeout": bad_float(0.0), "call_timeout": bad_float(0.0)},
+        extremes=[dict(hidden_visibility="after_published", timeout=1e-3, cell_timeout=LONG)],
+    ),
+    "gradescope.run_autograder": Case(
+        gradescope.run_autograder, lambda: dict(root=f"{_COURSE_DIR.name}/autograder"),
+        {"root": BAD_PATH, "isolation": st.sampled_from(["", "half", 3, ["full"]])},
+        extremes=[dict(isolation="limited")],
+    ),
+    "gradescope.main": Case(gradescope.main, lambda: dict(argv=["run", "--root", f"{_COURSE_DIR.name}/autograder"]),
+                            {"argv": BAD_ARGV}),
     "nbgrader_autograde.SandboxedExecute": Case(
         nbgrader_autograde.SandboxedExecute, lambda: dict(),
         {"cell_timeout": bad_float(0.0), "call_timeout": bad_float(0.0), "timeout": bad_float(0.0),

@@ -15,7 +15,7 @@ CI = (ROOT / ".ci" / "run").read_text()
 
 # Commands run by a test under tests/ (the test file must name them).
 IN_TESTS = {
-    "make grade": ("test_grade.py", '"grade"'),  # runs the Makefile's grade recipe with a stub interpreter
+    "make grade": ("test_grade_folder.py", '"grade"'),  # runs the Makefile's grade recipe with a stub interpreter
     "python -m course_pe.benchmark": ("test_benchmark.py", "main(["),
 }
 # Commands that run nowhere, each with its reason.

@@ -343,3 +343,11 @@ def test_t5_odd_bucket_count_leaves_the_last_row_unused():
     assert bias.embedding.weight.shape == (33, 2)
     rel = torch.arange(-1000, 1001)
     assert int(t5_relative_position_bucket(rel, num_buckets=33).max()) == 31
+
+
+def test_shaw_max_distance_beyond_int64_is_refused_not_a_promotion_error():
+    """max_distance = 2**63 made torch.clamp promote to uint64 ("Promotion for uint16, uint32, uint64 types is not
+    supported"); a clipping distance beyond 2**53 is refused, 2**53 still clips nothing."""
+    with pytest.raises(ValueError, match=r"^max_distance must be <= 9007199254740992"):
+        shaw_relative_positions(3, 3, 2**63)
+    assert torch.equal(shaw_relative_positions(2, 3, 2**53) - 2**53, torch.tensor([[-1, 0, 1], [-2, -1, 0]]))

@@ -330,3 +330,16 @@ def test_locale_update_suggests_known_translations_as_fuzzy(tmp_path, monkeypatc
     [summary, exercises] = list(polib.pofile(str(tmp_path / "book" / "b.po")))
     assert summary.msgstr == "小结" and "fuzzy" in summary.flags and "book/a" in summary.tcomment
     assert exercises.msgstr == "" and zh.translations_of(tmp_path / "book" / "b.po") == {}
+
+
+def test_table_cells_are_found_for_the_tables_gettext_leaves_out():
+    """Sphinx's gettext builder does not extract a table inside a sphinx-exercise solution (rope_implementation's
+    ex-impl-traffic); the extraction takes every table's cells itself."""
+    text = "```{solution} x\n| step | reads |\n| --- | --- |\n| negation of one half | $E/2$ |\n| a \\| b | c |\n```"
+    assert zh.table_cells(text) == ["step", "reads", "negation of one half", "$E/2$", "a \\| b", "c"]
+    assert "negation of one half" in zh.translations_of(zh.po_path("book/part2/rope_implementation"))
+
+
+def test_an_erratum_where_line_is_prose_however_short_its_english():
+    assert zh.has_prose('**Where.** Source 004, Q4 ("频率选择"): `theta = 10000 ** (-2 * x / dim)`.')
+    assert not zh.has_prose("低維度的編碼對應於較大的範圍（較慢的變化）")

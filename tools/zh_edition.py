@@ -70,6 +70,8 @@ SITE_MESSAGES: list[tuple[str, str]] = [
     ("config", "The Positional Encoding, Corrected authors"),
     ("config", "Show code cell {type}"),
     ("config", "Hide code cell {type}"),
+    ("config", "Click to show"),
+    ("config", "Click to hide"),
     ("theme", 'Color mode'),
     ("theme", 'System Settings'),
     ("theme", 'Light'),
@@ -161,6 +163,8 @@ def has_prose(msgid: str) -> bool:
     """
     if "\n" in msgid:
         return False
+    if msgid.startswith("**Where.**"):
+        return True  # an erratum's "Where." line frames its quotation in English, however short
     prose = strip_markup(msgid)
     words = len(re.findall(r"[A-Za-z]{2,}", prose))
     return words > 0 and (words >= ENGLISH_SENTENCE or 2 * words > len(CJK.findall(prose)))
@@ -507,9 +511,26 @@ def needed_messages(pot_dir: Path) -> Extraction:
             kept.append(entry.msgid)
             if not in_chinese:
                 unplaced.append(entry.msgid)
+        # Sphinx's gettext builder leaves out the cells of a table inside a sphinx-exercise solution: take the cells
+        # of every markdown table that it did not extract (the others are in the .pot already).
+        for text in english:
+            for cell in table_cells(text):
+                if cell not in kept and has_prose(cell) and any(locate(t, cell) for t in chinese):
+                    kept.append(cell)
         result.messages[doc] = kept
         result.unplaced[doc] = unplaced
     return result
+
+
+def table_cells(text: str) -> list[str]:
+    """The cells of the markdown tables in ``text`` (separator rows and empty cells left out), in order."""
+    cells = []
+    for line in text.splitlines():
+        row = line.strip()
+        if not (row.startswith("|") and row.endswith("|")) or set(row) <= set("|-: "):
+            continue
+        cells += [cell.strip() for cell in re.split(r"(?<!\\)\|", row[1:-1]) if cell.strip()]
+    return cells
 
 
 def write_templates(extraction: Extraction, out: Path) -> Path:
@@ -744,6 +765,9 @@ def zh_config(labels: dict) -> dict:
         "language": LANGUAGE,
         "nb_code_prompt_show": label(labels, "config", "Show code cell {type}"),
         "nb_code_prompt_hide": label(labels, "config", "Hide code cell {type}"),
+        # sphinx-togglebutton's folds (erratum boxes, solutions) have no zh_CN catalogue of their own
+        "togglebutton_hint": label(labels, "config", "Click to show"),
+        "togglebutton_hint_hide": label(labels, "config", "Click to hide"),
     })
     return config
 

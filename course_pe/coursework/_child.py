@@ -23,7 +23,8 @@ Processes, as root at the *full* isolation level::
 
 Killing the child (PID 1 of its namespace) kills every process of the submission; the grader also kills the
 cgroup. At the *limited* level (the grader is not root) there are no namespaces: the child runs as the grader's
-user in a fresh temporary folder, with resource limits.
+user in a fresh temporary folder, with resource limits; when the grader is root but namespaces are unavailable, the
+child also drops to a user id of its own (the folder is chowned to it first).
 """
 
 from __future__ import annotations
@@ -509,14 +510,23 @@ def _child_main(request: dict[str, Any], fd_in: int, fd_out: int, ready_w: int) 
         home = os.path.join(work, ".home")
         os.makedirs(home, exist_ok=True)
         build = request["build"]
+        if request.get("uid") is not None:  # root without namespaces: the folder belongs to the sandbox's user
+            for folder in (work, home):
+                os.chown(folder, int(request["uid"]), int(request["uid"]))
     os.chdir(work)
     os.environ.clear()
     os.environ.update(request["env"])
     os.environ.update({"HOME": home, "TMPDIR": "/tmp" if level == "full" else work,
                        "MPLCONFIGDIR": os.path.join(home, ".matplotlib")})
     _set_limits(limits, bool(request["memory_by_cgroup"]))
-    if level == "full":
+    if level == "full" or request.get("uid") is not None:
         _drop_privileges(int(request["uid"]), int(limits["processes"]))
+    if level != "full" and request.get("uid") is not None:
+        for path in [*request["python"], build]:  # what the child imports must be readable by its own user id
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise RuntimeError(f"the sandbox's user id cannot read {path} (it or a folder above it is not "
+                                   "readable by other users): at the limited level as root, Python and its packages "
+                                   "must be readable by every user")
     keep = {fd_in, fd_out, ready_w}
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):

@@ -34,7 +34,11 @@ their size.
 
 **The limited level** (the grader is not root, or namespaces do not work): the child runs as the grader's user in a
 fresh temporary folder with the same environment and per-process limits. It can read what that user can read (the
-book included) and may leave processes behind; the grader refuses this level unless asked for it explicitly.
+book included) and may leave processes behind; the grader refuses this level unless asked for it explicitly. When the
+grader is root but namespaces do not work (a container without the capability, such as Gradescope's), and Python and
+its packages are readable by every user, the child still drops to a user id of its own with ``no_new_privs`` and a
+process limit (:func:`limited_drops_privileges`): it can read only what every user may read, cannot write the
+grader's files or signal the grader, and every process it leaves is killed by that user id.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ from . import _child
 from .grading_build import grading_build, package_folder, remove_work_root, repository_root, work_root
 
 __all__ = ["Containment", "Sandbox", "SandboxDied", "SandboxLimits", "SandboxTimeout", "allow_new", "containment",
-           "isolation_level", "kill_all", "prepare"]
+           "isolation_level", "kill_all", "limited_drops_privileges", "prepare"]
 
 _CHILD_SCRIPT = Path(_child.__file__).resolve()
 _REPLY_LIMIT = 64 * 1024  # a JSON reply frame
@@ -141,18 +145,27 @@ class Containment:
     @property
     def description(self) -> str:
         """One line for every report, with the level, then how memory, processes and the tree's end are enforced."""
-        if self.level == "full":
+        full = self.level == "full"
+        if full:
             parts = ["full: namespaces (mount, PID, network, IPC, UTS), fresh read-only root, tmpfs /tmp"]
+        elif limited_drops_privileges():
+            parts = ["limited: no namespaces; the submission runs as a user id of its own (the grader is root)"]
+        elif os.name == "posix" and os.geteuid() == 0:
+            parts = ["limited: no namespaces; the submission runs as the grader's user, root (Python is not readable "
+                     "by other users, so it cannot drop to a user id of its own)"]
         else:
             parts = ["limited: no namespaces; the submission runs as the grader's user"]
-        parts.append(f"memory by cgroup v{self.memory_version}" if self.memory_group else
+        # the limited child joins no cgroup (see Sandbox.start): only the full level uses them
+        parts.append(f"memory by cgroup v{self.memory_version}" if full and self.memory_group else
                      "memory by per-process address space (no memory cgroup)")
-        parts.append(f"processes by cgroup v{self.pids_version}" if self.pids_group else
+        parts.append(f"processes by cgroup v{self.pids_version}" if full and self.pids_group else
                      "processes by per-user limit (no pids cgroup)")
-        if self.kill_group:
+        if full and self.kill_group:
             parts.append("tree killed by cgroup.kill")
-        elif self.level == "full":
+        elif full:
             parts.append("tree killed with its PID namespace")
+        elif limited_drops_privileges():
+            parts.append("tree killed by process group and by user id")
         else:
             parts.append("tree killed by process group only")
         return "; ".join(parts)
@@ -292,6 +305,29 @@ def containment() -> Containment:
     for base in {kill_group, memory_group, pids_group} - {None}:
         _clean_stale(base)
     return Containment(level, kill_group, memory_group, memory_version, pids_group, pids_version, tuple(notes))
+
+
+def _readable_by_everyone(path: str) -> bool:
+    """True if ``path`` can be read, and it and every folder above it entered, by any user (mode bits)."""
+    import stat
+
+    real = Path(os.path.realpath(path))
+    try:
+        for folder in [real, *real.parents]:
+            mode = os.stat(folder).st_mode
+            if not mode & stat.S_IXOTH or (folder == real and not mode & stat.S_IROTH):
+                return False
+    except OSError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def limited_drops_privileges() -> bool:
+    """Whether the *limited* level runs the submission as a user id of its own: the grader is root (namespaces are
+    unavailable, as in a container) and the Python installation and its packages are readable by every user (the
+    child must import them after dropping root). Otherwise the child runs as the grader's user."""
+    return os.name == "posix" and os.geteuid() == 0 and all(_readable_by_everyone(f) for f in _python_folders())
 
 
 def isolation_level() -> str:
@@ -549,6 +585,42 @@ def _new_uid() -> int:
     return 1_500_000_000 + (os.getpid() % 400_000) * 1000 + next(_SERIAL) % 1000
 
 
+def _user_processes(uid: int) -> list[int]:
+    """PIDs of the live (not zombie) processes whose real, effective, saved or file-system user id is ``uid``."""
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="utf-8", errors="replace") as fh:
+                status = dict(line.rstrip("\n").split(":", 1) for line in fh if ":" in line)
+        except OSError:
+            continue
+        uids = status.get("Uid", "").split()
+        if str(uid) in uids and status.get("State", "").strip()[:1] not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
+def _kill_user(uid: int, rounds: int = 200) -> None:
+    """Kill every process of user ``uid`` (a sandbox's own user id), again until none is left: a process forked
+    between two rounds is caught in the next, and its user's process limit bounds how many can exist."""
+    for _ in range(rounds):
+        pids = _user_processes(uid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.005)
+
+
 _REFUSING = threading.Event()
 
 
@@ -618,6 +690,7 @@ class Sandbox:
         self._child = self._keeper = 0
         self._cgroups: _Cgroups | None = None
         self._workdir: Path | None = None
+        self._uid: int | None = None  # the limited level's own user id, when the grader is root
         self._id = 0
         self._buffer = b""
         self._lock = threading.RLock()
@@ -657,10 +730,18 @@ class Sandbox:
                                    *[str(p) for p in self.hide]],
             })
         else:
-            request["memory_by_cgroup"] = False  # the limited child cannot join cgroups (not root)
+            request["memory_by_cgroup"] = False  # the limited child joins no cgroup
             self._workdir = Path(tempfile.mkdtemp(prefix="course_pe_sandbox_"))
             request["workdir"] = str(self._workdir)
             request["python"] = []
+            if limited_drops_privileges():
+                # Root without namespaces (a container such as Gradescope's): the child still drops to a user id of
+                # its own, so that it cannot read what only root reads, write the grader's results, signal or trace
+                # the grader, and every process it leaves can be found by that user id. The grading build lies in
+                # the private work folder: that user may pass through it (no listing) to the build's 0755 folders.
+                self._uid = request["uid"] = _new_uid()
+                request["python"] = _python_folders()  # checked to be readable by that user id
+                os.chmod(work_root(), 0o711)
         if self.isolation == "full" and (self.where.memory_group or self.where.pids_group or self.where.kill_group):
             self._cgroups = _Cgroups(self.where, self.limits)
             request["cgroups"] = self._cgroups.procs_files
@@ -715,6 +796,8 @@ class Sandbox:
                 os.killpg(self._keeper, signal.SIGKILL)  # the keeper's session: what did not leave it
             except OSError:
                 pass
+        if self._uid is not None:
+            _kill_user(self._uid)  # what left the session (setsid, double fork) still runs as the sandbox's user
 
     def close(self) -> None:
         """Kill the child and every process it started, remove its cgroups and folder. Idempotent."""
