@@ -96,14 +96,19 @@ def attention(
         dropout: probability in ``[0, 1)``, applied to the weights only when ``training``.
 
     Returns ``(output (batch, heads, q_len, head_dim), weights (batch, heads, q_len, k_len))``.
+
+    A query that may attend to no key at all (every key masked, by ``mask``, ``causal`` or a bias of ``-inf``: a
+    left-padded query under a causal mask that hides the padding, for example) gets weights 0 and output 0, as
+    PyTorch's ``scaled_dot_product_attention`` gives it, and no gradient; the softmax of a row of ``-inf`` alone
+    would be NaN, and a NaN row spreads to every query of the next layer (through ``0 * NaN`` in ``weights @ v``).
     """
     check_qkv(q, k, v)
     causal = check_bool("causal", causal)
     dropout = check_probability("dropout", dropout)
     training = check_bool("training", training)
     logits_shape = (*q.shape[:3], k.shape[-2])
-    # scores, the masked copies, the weights (and their dropout): about five logit-sized tensors
-    check_memory("q and k", 5 * numel(*logits_shape) * q.dtype.itemsize, f"logits of shape {logits_shape}")
+    # scores, the masked copies, the weights (and their dropout): about six logit-sized tensors, and a bool one
+    check_memory("q and k", (6 * q.dtype.itemsize + 1) * numel(*logits_shape), f"logits of shape {logits_shape}")
     if bias is not None:
         check_tensor("bias", bias, "floating", finite=False)
         _check_broadcast("bias", bias, logits_shape)
@@ -117,7 +122,12 @@ def attention(
         scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], device=q.device), float("-inf"))
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
+    if mask is not None or causal or bias is not None:
+        # queries with no visible key: softmax over zeros (finite, no NaN gradient), then weights 0 (as SDPA)
+        blind = torch.isneginf(scores).all(dim=-1, keepdim=True)
+        weights = scores.masked_fill(blind, 0.0).softmax(dim=-1).masked_fill(blind, 0.0)
+    else:
+        weights = scores.softmax(dim=-1)
     if dropout > 0 and training:
         weights = F.dropout(weights, p=dropout)
     return weights @ v, weights

@@ -241,7 +241,15 @@ def mrope_position_ids(text_before: int, grid: tuple[int, int, int], text_after:
     Text token ``k`` gets ``(p, p, p)`` with ``p`` counting on from the previous token. The visual block of
     ``grid = (T, H, W)`` tokens (after Qwen2-VL's 2 x 2 patch merge) is laid out frame by frame, row by row;
     token ``(t, h, w)`` gets ``(s + t, s + h, s + w)`` with ``s`` the next free id. Text after the block
-    continues from one past the largest id used so far.
+    continues from one past the largest id used so far, ``s + max(T, H, W)``.
+
+    That is the rule of the code Qwen2-VL was published with (transformers 4.x ``get_rope_index``,
+    ``st_idx = llm_pos_ids_list[-1].max() + 1``; read at commit ``00b676f`` of ``modeling_qwen2_vl.py``), and the one
+    ``grid`` describes: every later token is later on every axis. transformers 5.23 continues at ``s + max(H, W)``
+    instead (``current_pos += max(grid_thw[1], grid_thw[2])``, ignoring ``T``): for an image (``T = 1``) and for a
+    video with ``T <= max(H, W)`` the two agree, for a longer video (``T > max(H, W)``) the text after it gets
+    smaller ids than the last frames' temporal ids in 5.23 (``tests/test_rope_nd.py`` checks both statements
+    against transformers 5.23).
 
     Returns:
         ``(text_before + T*H*W + text_after, 3)`` int64 tensor.

@@ -494,9 +494,9 @@ REGISTRY: dict[str, Case] = {
     ),
     "rope_scaling.RopeConfig.frequencies": Case(
         cpe.RopeConfig.frequencies, lambda: dict(),
-        {"seq_len": bad_int(1, 2**53), "dtype": BAD_DTYPE},
+        {"seq_len": bad_int(1, 2**53 + 1), "dtype": BAD_DTYPE},
         call=lambda **kw: cpe.RopeConfig("dynamic", 8, 8, 10000.0, cpe.DynamicNTKScaling(2.0, 16)).frequencies(**kw),
-        extremes=[dict(seq_len=1), dict(seq_len=2**53, dtype=torch.float64)],
+        extremes=[dict(seq_len=1), dict(seq_len=2**53 + 1, dtype=torch.float64)],
     ),
     "rope_scaling.RopeConfig.rotary_embedding": Case(
         cpe.RopeConfig.rotary_embedding, lambda: dict(),
