@@ -238,12 +238,11 @@ def sliding_window_report(
             f"{batch_size} x {max(windows, 1)} windows of {window} tokens = {needed} tokens exceed "
             f"MAX_WINDOW_TOKENS = {MAX_WINDOW_TOKENS}; use a smaller batch_size"
         )
-    # memory: one forward pass over the prefix rows, the windows in chunks, and the float64 logits kept per batch
-    check_memory("batch_size and seq_len", window_forward_bytes(model, min(n, window), batch=batch_size),
-                 f"a forward pass over {batch_size} x {min(n, window)} tokens")
-    per_window = window_forward_bytes(model, window)
-    check_memory("window", per_window, f"a forward pass over one window of {window} tokens")
-    chunk = max(1, min(batch_size * windows, (min(memory_budget() // 4, 2**30)) // per_window))
+    # memory: the forward passes run over chunks of rows (the prefixes) and of windows that fit a quarter of the
+    # budget (at most 1 GiB); one window must fit the budget. The float64 logits of a batch are checked below.
+    per_window = window_forward_bytes(model, min(n, window))
+    check_memory("window", per_window, f"a forward pass over one window of {min(n, window)} tokens")
+    chunk = max(1, min(batch_size * max(windows, 1), min(memory_budget() // 4, 2**30) // per_window))
     generator = make_generator(seed)
     was_training = model.training
     model.eval()
@@ -254,7 +253,8 @@ def sliding_window_report(
             inputs, targets = batch.inputs, batch.targets
             if inputs.shape[1] != n:
                 raise ValueError(f"the task returned inputs of length {inputs.shape[1]}, then {n}, for one seq_len")
-            logits = model(inputs[:, : min(n, window)]).double()  # targets 0 ... window - 1: ordinary prefixes
+            prefix = inputs[:, : min(n, window)]  # targets 0 ... window - 1: ordinary prefixes
+            logits = torch.cat([model(prefix[i : i + chunk]).double() for i in range(0, batch_size, chunk)])
             if windows:
                 check_memory("batch_size and seq_len", 2 * 8 * numel(batch_size, n, logits.shape[-1]),
                              f"float64 logits of {batch_size} x {n} positions x {logits.shape[-1]} outputs")

@@ -389,3 +389,19 @@ def test_yarn_correction_range_clip_is_one_sided_as_documented():
     # consequence: every pair interpolated (divided by the factor)
     inv, _ = rope_frequencies(64, base=1e4, scaling=YaRNScaling(4.0, 10**12), dtype=torch.float64)
     torch.testing.assert_close(inv, rope_frequencies(64, base=1e4, dtype=torch.float64)[0] / 4.0, rtol=1e-15, atol=0)
+
+
+def test_longrope_factor_lists_are_measured_before_their_items():
+    """Red team 2: LongRoPEScaling([1.0] * 10**7, ...) checked every item in Python (over 20 s) before anything
+    compared the length with head_dim // 2. The length is now bounded first (2**20 factors, a 2**21-wide head)."""
+    from course_pe.rope_scaling import MAX_LONGROPE_FACTORS, LongRoPEScaling
+
+    assert MAX_LONGROPE_FACTORS == 2**20
+    too_long = [1.0] * (2**20 + 1)
+    for args in ((too_long, [1.0], 8), ([1.0], too_long, 8), (torch.ones(2**20 + 1), [1.0], 8)):
+        with pytest.raises(ValueError, match=r"^(short|long)_factor must hold one factor per rotation pair, at most "
+                                             r"1048576 \(2\*\*20\), got 1048577$"):
+            LongRoPEScaling(*args)
+    # a list whose length fits still has every item checked (the bound is not a shortcut around the items)
+    with pytest.raises(ValueError, match=r"^short_factor\[2\] must be a finite number > 0"):
+        LongRoPEScaling([1.0, 2.0, -1.0], [1.0, 1.0, 1.0], 8)
