@@ -41,6 +41,7 @@ from ._validation import (
     check_positive_int,
     check_probability,
     check_qkv,
+    check_same_device,
     check_tensor,
     numel,
 )
@@ -112,9 +113,11 @@ def attention(
     if bias is not None:
         check_tensor("bias", bias, "floating", finite=False)
         _check_broadcast("bias", bias, logits_shape)
+        check_same_device("bias", bias, "q", q)
     if mask is not None:
         check_tensor("mask", mask, "bool")
         _check_broadcast("mask", mask, logits_shape)
+        check_same_device("mask", mask, "q", q)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if bias is not None:
         scores = scores + bias.to(scores.dtype)  # an additive bias in the logits' dtype (not a type promotion)
@@ -252,6 +255,7 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             check_tensor("mask", mask, "bool")
             _check_broadcast("mask", mask, (x.shape[0], self.num_heads, x.shape[1], x.shape[1]))
+            check_same_device("mask", mask, "x", x)
         if positions is not None and self.position != "rope":
             raise ValueError(f"positions are only used by RoPE attention, not position={self.position!r}")
         b, s, _ = x.shape

@@ -232,11 +232,11 @@ def sliding_window_report(
     # the input length (the task's seq_len argument need not be it) from a one-row probe, to bound the cost first
     n = task.sample(1, seq_len, make_generator(0)).inputs.shape[1]  # type: ignore[attr-defined]
     windows = max(0, n - window)  # targets window ... n - 1 need a window of their own
-    needed = batch_size * max(windows, 1) * window
+    needed = batch_size * max(windows, 1) * min(n, window)
     if needed > MAX_WINDOW_TOKENS:
         raise ValueError(
-            f"{batch_size} x {max(windows, 1)} windows of {window} tokens = {needed} tokens exceed "
-            f"MAX_WINDOW_TOKENS = {MAX_WINDOW_TOKENS}; use a smaller batch_size"
+            f"batch_size and window: {batch_size} x {max(windows, 1)} windows of {min(n, window)} tokens = {needed} "
+            f"tokens exceed MAX_WINDOW_TOKENS = {MAX_WINDOW_TOKENS}; use a smaller batch_size"
         )
     # memory: the forward passes run over chunks of rows (the prefixes) and of windows that fit a quarter of the
     # budget (at most 1 GiB); one window must fit the budget. The float64 logits of a batch are checked below.

@@ -413,6 +413,8 @@ def apply_rope(
     table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     if inv_freq is not None:
         check_tensor("inv_freq", inv_freq, "floating")
+        if not x.is_meta:  # a real x is rotated by real angles (a meta x gives a meta result from any frequencies)
+            require_values("inv_freq", inv_freq)
         if inv_freq.shape != (rotary_dim // 2,):
             raise ValueError(f"inv_freq must have shape ({rotary_dim // 2},), got {tuple(inv_freq.shape)}")
     default_rows = positions is None and isinstance(offset, int) and offset == 0
@@ -684,6 +686,7 @@ class RotaryEmbedding(nn.Module):
         ``0 ... 2**53``. ``seq_len`` (dynamic NTK and LongRoPE only): the current length, an integer in
         ``1 ... 2**53 + 1``, default ``max(positions) + 1``.
         """
+        check_tensor("positions", positions, "position")
         return self._cos_sin(positions, seq_len, transformed=_transformed(positions))
 
     def _cos_sin(

@@ -72,18 +72,20 @@ def _check_positions(x: torch.Tensor, positions: object, n_axes: int) -> torch.T
     if positions.dim() == 2:
         if positions.shape != (seq, n_axes):
             raise ValueError(
-                f"positions must have shape (seq, {n_axes}) = ({seq}, {n_axes}) for x of shape {tuple(x.shape)}, "
-                f"got {tuple(positions.shape)}"
+                f"positions must have shape (seq, {n_axes}) = ({seq}, {n_axes}) for x of shape {tuple(x.shape)} "
+                f"(n_axes = {n_axes} coordinates per position), got {tuple(positions.shape)}"
             )
         return positions.to(device=x.device, dtype=torch.float64)
     if positions.dim() == 3:
         if x.dim() != 4 or positions.shape != (x.shape[0], seq, n_axes):
             raise ValueError(
-                f"per-sequence positions must have shape (batch, seq, {n_axes}) with x of shape "
-                f"(batch, heads, seq, head_dim); got positions {tuple(positions.shape)} and x {tuple(x.shape)}"
+                f"per-sequence positions must have shape (batch, seq, {n_axes}) (n_axes = {n_axes} coordinates per "
+                f"position) with x of shape (batch, heads, seq, head_dim); got positions {tuple(positions.shape)} and "
+                f"x {tuple(x.shape)}"
             )
         return positions.to(device=x.device, dtype=torch.float64).unsqueeze(1)
-    raise ValueError(f"positions must be (seq, {n_axes}) or (batch, seq, {n_axes}), got shape {tuple(positions.shape)}")
+    raise ValueError(f"positions must be (seq, {n_axes}) or (batch, seq, {n_axes}) (n_axes = {n_axes} coordinates per "
+                     f"position), got shape {tuple(positions.shape)}")
 
 
 def multi_axis_rope(

@@ -112,6 +112,7 @@ def shaw_attention(
         raise ValueError(f"q_len ({q.shape[-2]}) cannot exceed k_len ({k.shape[-2]})")
     if mask is not None:
         check_tensor("mask", mask, "bool")
+        check_same_device("mask", mask, "q", q)
         try:
             ok = torch.broadcast_shapes(mask.shape, (*q.shape[:3], k.shape[-2])) == (*q.shape[:3], k.shape[-2])
         except RuntimeError:
