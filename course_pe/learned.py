@@ -82,8 +82,8 @@ class LearnedPositionalEmbedding(nn.Module):
         The result, ``positions.shape + (d_model,)``, must fit the memory budget."""
         self._check_positions(positions)
         # the int64 indices and the rows gathered, in the table's dtype
-        check_memory("positions", 8 * positions.numel() + numel(positions.numel(), self.d_model) * self.weight.element_size(),
-                     f"{positions.numel()} rows of width {self.d_model}")
+        rows = numel(positions.numel(), self.d_model) * self.weight.element_size()
+        check_memory("positions", 8 * positions.numel() + rows, f"{positions.numel()} rows of width {self.d_model}")
         # int64 for indexing: PyTorch reads a uint8 index tensor as a boolean mask, not as row numbers
         return self.weight[positions.to(device=self.weight.device, dtype=torch.long)]
 

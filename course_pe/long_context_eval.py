@@ -45,7 +45,14 @@ from .reproducibility import make_generator
 from .tasks import IGNORE, Batch
 from .training import MAX_EVAL_BATCHES, PositionReport
 
-__all__ = ["MAX_PASSKEY_LENGTH", "MAX_PASSKEY_SYMBOLS", "MAX_WINDOW_TOKENS", "PasskeyTask", "sliding_window_report", "window_forward_bytes"]
+__all__ = [
+    "MAX_PASSKEY_LENGTH",
+    "MAX_PASSKEY_SYMBOLS",
+    "MAX_WINDOW_TOKENS",
+    "PasskeyTask",
+    "sliding_window_report",
+    "window_forward_bytes",
+]
 
 #: Most tokens (windows x window length) that :func:`sliding_window_report` runs through a model per batch: a bound on
 #: the work of one call (each token is one position of a forward pass), not on memory, which is bounded by running the
@@ -163,7 +170,8 @@ def _causal_or_raise(model: nn.Module, task: object) -> None:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if isinstance(task, type):
-        raise TypeError(f"task must be a task object, got the class {task.__name__}; create one, e.g. {task.__name__}()")
+        raise TypeError(f"task must be a task object, got the class {task.__name__}; create one, e.g. "
+                        f"{task.__name__}()")
     if not callable(getattr(task, "sample", None)):
         raise TypeError(f"task must have a sample(batch_size, seq_len, generator) method, got {type(task).__name__}")
     if getattr(model, "causal", True) is not True or getattr(task, "causal", True) is not True:

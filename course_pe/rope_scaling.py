@@ -268,9 +268,10 @@ class LongRoPEScaling:
     131072 / 4096 = 32``) multiplies every logit by ``1 + ln 32 / ln 4096``.
 
     ``short_factor`` and ``long_factor``: sequences of finite numbers > 0 of one length (``head_dim // 2`` of the
-    rotated width, at most :data:`MAX_LONGROPE_FACTORS`); ``original_max_positions`` a positive integer (at least 2 when the default attention factor
-    needs ``ln L``); ``factor`` (the context-extension ratio ``max_positions / L``, used only for the default
-    attention factor) a finite number >= 1; ``attention_factor`` ``None`` or a finite number > 0.
+    rotated width, at most :data:`MAX_LONGROPE_FACTORS`); ``original_max_positions`` a positive integer (at least 2
+    when the default attention factor needs ``ln L``); ``factor`` (the context-extension ratio ``max_positions / L``,
+    used only for the default attention factor) a finite number >= 1; ``attention_factor`` ``None`` or a finite
+    number > 0.
     """
 
     short_factor: tuple[float, ...]
@@ -759,8 +760,12 @@ def rope_config_from_hf(
       wins (Phi-3 stores it there), else the parameters', else ``max_position_embeddings``; in a config nested by
       layer type the layer's own value, else ``max_position_embeddings`` (transformers ignores a top-level value
       there); ``dynamic`` uses ``max_position_embeddings`` as its original length;
-    * ``yarn`` and ``longrope`` without ``factor`` use ``max_position_embeddings / original``; ``yarn``'s
-      ``beta_fast``/``beta_slow`` default to 32/1 (also when 0), ``truncate`` to true;
+    * ``yarn`` and ``longrope`` with ``factor`` null use ``max_position_embeddings / original`` (DeepSeek's configs
+      rely on it); so does a ``factor`` left out, where transformers raises a ``KeyError`` for ``yarn``; ``yarn``'s
+      ``beta_fast``/``beta_slow`` default to 32/1 (also when 0), ``truncate`` to true (a null ``truncate``, which
+      transformers reads as false, is refused: say ``false``);
+    * ``head_dim`` from ``hidden_size // num_attention_heads`` when the config has none (transformers' config
+      validation refuses a ``hidden_size`` that the heads do not divide; this reader does not check it);
     * **the one deliberate difference:** ``truncate`` is read from the layer's own parameters. transformers 5.23
       reads it from the top level of ``rope_parameters`` (``config.rope_parameters.get("truncate", True)``), which
       in a nested config holds the layer types, never ``truncate``: it truncates every nested YaRN layer, even one

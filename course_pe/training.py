@@ -65,8 +65,8 @@ class TrainConfig:
 
     ``steps`` is an integer in ``1 ... MAX_TRAIN_STEPS`` (2**20: each step is a forward and backward pass, and a
     million steps of the course's models already take hours), ``batch_size``, ``seq_len`` and ``log_every`` are
-    positive integers, ``warmup`` and ``seed`` integers >= 0, ``lr > 0`` and ``weight_decay >= 0`` finite numbers, ``grad_clip`` a finite number > 0 or
-    ``None`` (no clipping; a 0 is an error rather than a silent "off").
+    positive integers, ``warmup`` and ``seed`` integers >= 0, ``lr > 0`` and ``weight_decay >= 0`` finite numbers,
+    ``grad_clip`` a finite number > 0 or ``None`` (no clipping; a 0 is an error rather than a silent "off").
     """
 
     steps: int = 500
@@ -216,7 +216,8 @@ def _check_model_task(model: object, task: object) -> None:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if isinstance(task, type):  # CopyTask instead of CopyTask(...): sample would be called unbound
-        raise TypeError(f"task must be a task object, got the class {task.__name__}; create one, e.g. {task.__name__}()")
+        raise TypeError(f"task must be a task object, got the class {task.__name__}; create one, e.g. "
+                        f"{task.__name__}()")
     if not callable(getattr(task, "sample", None)):
         raise TypeError(f"task must have a sample(batch_size, seq_len, generator) method, got {type(task).__name__}")
 
