@@ -125,7 +125,7 @@ class PasskeyTask:
 
     @property
     def chance(self) -> float:
-        """Accuracy of guessing a value symbol uniformly: ``1 / num_values``."""
+        """The accuracy of guessing a value symbol uniformly, ``1 / num_values``."""
         return 1.0 / self.num_values
 
     def at_distance(self, distance: int) -> PasskeyTask:

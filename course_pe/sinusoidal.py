@@ -72,7 +72,7 @@ MAX_POSITION = 2**53
 
 
 def _check_table(num_positions: int, d_model: int, start: int, name: str = "num_positions") -> None:
-    """Refuse positions past :data:`MAX_POSITION` and tables larger than the memory budget (before allocating)."""
+    """Refuse positions past ``MAX_POSITION`` and tables larger than the memory budget (before allocating)."""
     if start + num_positions - 1 > MAX_POSITION:
         raise ValueError(
             f"start + num_positions - 1 must be <= 2**53 (float64 holds every integer up to there; 2**53 + 1 would be "
@@ -197,7 +197,7 @@ def shift_matrix(
 
     Returns a ``(d_model, d_model)`` tensor (float64 by default; ``dtype`` must be floating) in the given
     layout. ``k`` is a finite real Python/NumPy number (not a bool, not a tensor) with ``|k| <= 2**53``
-    (:data:`MAX_POSITION`, as for positions: beyond it float64 cannot hold every integer, so ``2**53 + 1`` would
+    (``MAX_POSITION``, as for positions: beyond it float64 cannot hold every integer, so ``2**53 + 1`` would
     give the matrix of ``2**53``). The angles ``k w_i`` are formed in float64, within ``2 |k w_i| 2**-53`` rad of
     the exact ones (the precision note of :mod:`course_pe.rope`).
     """

@@ -656,8 +656,8 @@ def build_autograder(assignment: str, out: Path, *, wheel: Path, requirements: l
                      call_timeout: float = 60.0) -> Path:
     """Write ``out/<assignment>/autograder.zip`` (see the module docstring) and return its path.
 
-    ``wheel``: the course_pe wheel (:func:`build_wheel`); ``requirements``: the grader's pins
-    (:func:`grader_requirements`); ``hidden_visibility``: when students see the graded entries; the time limits are
+    ``wheel``: the course_pe wheel (``build_wheel``); ``requirements``: the grader's pins
+    (``grader_requirements``); ``hidden_visibility``: when students see the graded entries; the time limits are
     those of ``make grade`` (seconds). The zip's members have fixed dates and modes: the same inputs give the same
     bytes.
     """

@@ -8,7 +8,7 @@ made for the assignment:
 * the encodings' modules, with the body of every function listed in the exercises' ``library`` replaced by a
   ``RuntimeError`` that names it (signature and docstring kept): the code is not there, so there is nothing to
   unlock;
-* no :mod:`course_pe.coursework` (the references, the grader, the gradebook); ``cpe.exercises`` is an empty module;
+* no ``course_pe.coursework`` (the references, the grader, the gradebook); ``cpe.exercises`` is an empty module;
 * compiled once per grader process and assignment, read-only for the sandbox.
 """
 

@@ -48,8 +48,8 @@ class SandboxedExecute(NbGraderPreprocessor):
     cell_timeout = AnyTrait(60.0, help="seconds per answer cell").tag(config=True)
     call_timeout = AnyTrait(60.0, help="seconds per exercise (its calls only)").tag(config=True)
     timeout = AnyTrait(300.0, help="seconds for a whole notebook (wall clock)").tag(config=True)
-    isolation = AnyTrait("", help="'' (full isolation, required by default) or 'limited' (grade without root: a "
-                                  "hostile submission can then read and change the course folder)").tag(config=True)
+    isolation = AnyTrait("", help="empty for full isolation (required by default), or 'limited' to grade without "
+                                  "root, where a hostile submission can read and change the course folder").tag(config=True)
 
     def __init__(self, *, cell_timeout: float | None = None, call_timeout: float | None = None,
                  timeout: float | None = None, isolation: str | None = None, **kwargs: Any) -> None:
