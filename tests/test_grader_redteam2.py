@@ -394,7 +394,6 @@ def test_written_answers_render_inert_in_the_formgrader():
     for cell in nb.cells[:2]:
         rendered = exporter.markdown2html({"cell": cell}, cell.source)
         assert html_is_inert(rendered) == [], rendered
-        assert "onerror" not in rendered.replace("onerror=&quot;", "") or "<img" not in rendered
     assert "alert(document.cookie)" in nb.cells[0].source  # still shown to the instructor, as text
     assert nb.cells[1].source == honest
     assert "<script>" not in nb.cells[2].source
