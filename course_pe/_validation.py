@@ -285,16 +285,31 @@ class MemoryBudgetError(ValueError, MemoryError):
         self.budget = budget
 
 
+def _address_space_in_use() -> int:
+    """Bytes of address space this process has mapped (``VmSize`` of ``/proc/self/status``; 0 where unknown)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024  # the kernel reports kB
+    except (OSError, ValueError, IndexError):  # pragma: no cover (not Linux)
+        pass
+    return 0
+
+
 def _machine_bytes() -> int:
-    """Physical memory, lowered to the cgroup's ``memory.max`` and the address-space limit where those are set (the
-    limit is read at every call: a sandbox may lower it after import)."""
+    """Physical memory, lowered to the cgroup's ``memory.max`` and to what is left of the address-space limit where
+    those are set. ``RLIMIT_AS`` bounds the address space the process maps in all, and importing torch alone maps
+    hundreds of MiB of it, so the budget is the limit *minus* what is mapped already (read at every call: a sandbox
+    may lower the limit after import, and the process grows). The cgroup limit is kept whole: the memory a cgroup
+    counts includes page cache that the kernel reclaims before an allocation fails."""
     limits = [_fixed_machine_bytes()]
     try:
         import resource
 
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
-            limits.append(soft)
+            limits.append(max(0, soft - _address_space_in_use()))
     except (ImportError, OSError, ValueError):  # pragma: no cover (not POSIX)
         pass
     return min(limits)
@@ -321,7 +336,8 @@ def _fixed_machine_bytes() -> int:
 
 def memory_budget() -> int:
     """The most bytes one call of ``course_pe`` may ask for: the machine's memory (physical memory, lowered to a
-    cgroup limit or ``RLIMIT_AS`` where set), or the value of the ``COURSE_PE_MAX_BYTES`` environment variable."""
+    cgroup limit, or to the part of ``RLIMIT_AS`` not yet mapped by the process, where set), or the value of the
+    ``COURSE_PE_MAX_BYTES`` environment variable."""
     text = os.environ.get(MEMORY_BUDGET_VARIABLE)
     if text:
         try:

@@ -41,6 +41,7 @@ from ._validation import (
     check_positive_int,
     check_probability,
     check_qkv,
+    check_same_device,
     check_tensor,
     numel,
 )
@@ -96,20 +97,27 @@ def attention(
         dropout: probability in ``[0, 1)``, applied to the weights only when ``training``.
 
     Returns ``(output (batch, heads, q_len, head_dim), weights (batch, heads, q_len, k_len))``.
+
+    A query that may attend to no key at all (every key masked, by ``mask``, ``causal`` or a bias of ``-inf``: a
+    left-padded query under a causal mask that hides the padding, for example) gets weights 0 and output 0, as
+    PyTorch's ``scaled_dot_product_attention`` gives it, and no gradient; the softmax of a row of ``-inf`` alone
+    would be NaN, and a NaN row spreads to every query of the next layer (through ``0 * NaN`` in ``weights @ v``).
     """
     check_qkv(q, k, v)
     causal = check_bool("causal", causal)
     dropout = check_probability("dropout", dropout)
     training = check_bool("training", training)
     logits_shape = (*q.shape[:3], k.shape[-2])
-    # scores, the masked copies, the weights (and their dropout): about five logit-sized tensors
-    check_memory("q and k", 5 * numel(*logits_shape) * q.dtype.itemsize, f"logits of shape {logits_shape}")
+    # scores, the masked copies, the weights (and their dropout): about six logit-sized tensors, and a bool one
+    check_memory("q and k", (6 * q.dtype.itemsize + 1) * numel(*logits_shape), f"logits of shape {logits_shape}")
     if bias is not None:
         check_tensor("bias", bias, "floating", finite=False)
         _check_broadcast("bias", bias, logits_shape)
+        check_same_device("bias", bias, "q", q)
     if mask is not None:
         check_tensor("mask", mask, "bool")
         _check_broadcast("mask", mask, logits_shape)
+        check_same_device("mask", mask, "q", q)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if bias is not None:
         scores = scores + bias.to(scores.dtype)  # an additive bias in the logits' dtype (not a type promotion)
@@ -117,7 +125,12 @@ def attention(
         scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], device=q.device), float("-inf"))
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
+    if mask is not None or causal or bias is not None:
+        # queries with no visible key: softmax over zeros (finite, no NaN gradient), then weights 0 (as SDPA)
+        blind = torch.isneginf(scores).all(dim=-1, keepdim=True)
+        weights = scores.masked_fill(blind, 0.0).softmax(dim=-1).masked_fill(blind, 0.0)
+    else:
+        weights = scores.softmax(dim=-1)
     if dropout > 0 and training:
         weights = F.dropout(weights, p=dropout)
     return weights @ v, weights
@@ -242,6 +255,7 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             check_tensor("mask", mask, "bool")
             _check_broadcast("mask", mask, (x.shape[0], self.num_heads, x.shape[1], x.shape[1]))
+            check_same_device("mask", mask, "x", x)
         if positions is not None and self.position != "rope":
             raise ValueError(f"positions are only used by RoPE attention, not position={self.position!r}")
         b, s, _ = x.shape

@@ -151,7 +151,8 @@ def complex_rope(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
     if not ok:
         raise ValueError(f"freqs_cis of shape {tuple(freqs_cis.shape)} does not broadcast to {want}")
     check_same_device("freqs_cis", freqs_cis, "x", x)
-    z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], x.shape[-1] // 2, 2))
+    # view_as_complex needs pairs adjacent in memory: a transposed or strided x is copied first (a no-op otherwise)
+    z = torch.view_as_complex(x.float().contiguous().reshape(*x.shape[:-1], x.shape[-1] // 2, 2))
     return torch.view_as_real(z * freqs_cis).flatten(-2).type_as(x)
 
 

@@ -78,8 +78,12 @@ class LearnedPositionalEmbedding(nn.Module):
             )
 
     def lookup(self, positions: torch.Tensor) -> torch.Tensor:
-        """Rows of the table for integer ``positions`` (any shape; uint8 ... int64); gradients flow to ``weight``."""
+        """Rows of the table for integer ``positions`` (any shape; uint8 ... int64); gradients flow to ``weight``.
+        The result, ``positions.shape + (d_model,)``, must fit the memory budget."""
         self._check_positions(positions)
+        # the int64 indices and the rows gathered, in the table's dtype
+        rows = numel(positions.numel(), self.d_model) * self.weight.element_size()
+        check_memory("positions", 8 * positions.numel() + rows, f"{positions.numel()} rows of width {self.d_model}")
         # int64 for indexing: PyTorch reads a uint8 index tensor as a boolean mask, not as row numbers
         return self.weight[positions.to(device=self.weight.device, dtype=torch.long)]
 

@@ -32,18 +32,39 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validation import check_bool, check_generator, check_int, check_positive_int
+from ._validation import (
+    check_bool,
+    check_generator,
+    check_int,
+    check_memory,
+    check_positive_int,
+    memory_budget,
+    numel,
+)
 from .reproducibility import make_generator
 from .tasks import IGNORE, Batch
-from .training import PositionReport
+from .training import MAX_EVAL_BATCHES, PositionReport
 
-__all__ = ["MAX_WINDOW_TOKENS", "PasskeyTask", "sliding_window_report"]
+__all__ = [
+    "MAX_PASSKEY_LENGTH",
+    "MAX_PASSKEY_SYMBOLS",
+    "MAX_WINDOW_TOKENS",
+    "PasskeyTask",
+    "sliding_window_report",
+    "window_forward_bytes",
+]
 
-#: Most tokens (windows x window length, per batch) that :func:`sliding_window_report` runs through a model at once.
+#: Most tokens (windows x window length) that :func:`sliding_window_report` runs through a model per batch: a bound on
+#: the work of one call (each token is one position of a forward pass), not on memory, which is bounded by running the
+#: windows in chunks that fit the memory budget.
 MAX_WINDOW_TOKENS = 2**24
 
 #: Longest input a :class:`PasskeyTask` samples (the course's models are tiny; this bounds memory).
 MAX_PASSKEY_LENGTH = 2**16
+
+#: Largest filler alphabet and number of values of a :class:`PasskeyTask`: every token id, up to
+#: ``num_filler + num_values + 2`` (BOS), must fit an int64 tensor.
+MAX_PASSKEY_SYMBOLS = 2**61
 
 
 @dataclass(frozen=True)
@@ -55,8 +76,8 @@ class PasskeyTask:
     only the last target (the value) is scored, so accuracy is the retrieval rate and chance is ``1 / num_values``.
 
     Args:
-        num_filler: size of the filler alphabet (>= 1).
-        num_values: number of possible passkey values (>= 2).
+        num_filler: size of the filler alphabet (``1 ... 2**61``).
+        num_values: number of possible passkey values (``2 ... 2**61``).
         distance: ``None`` (uniform on ``1 ... seq_len - 3``) or a fixed distance from the value to ``QUERY``
             (``1 <= distance <= seq_len - 3``, checked when sampling).
         distractors: draw the filler from the value symbols too (default ``False``, as in Chen et al.'s passkey
@@ -70,10 +91,14 @@ class PasskeyTask:
     causal: bool = True
 
     def __post_init__(self) -> None:
-        check_positive_int("num_filler", self.num_filler)
-        check_int("num_values", self.num_values, minimum=2)
+        # checked values are stored back, so a NumPy integer becomes a Python one
+        object.__setattr__(self, "num_filler",
+                           check_int("num_filler", self.num_filler, minimum=1, maximum=MAX_PASSKEY_SYMBOLS))
+        object.__setattr__(self, "num_values",
+                           check_int("num_values", self.num_values, minimum=2, maximum=MAX_PASSKEY_SYMBOLS))
         if self.distance is not None:
-            check_positive_int("distance", self.distance)
+            object.__setattr__(self, "distance",
+                               check_int("distance", self.distance, minimum=1, maximum=MAX_PASSKEY_LENGTH - 3))
         check_bool("distractors", self.distractors)
         if check_bool("causal", self.causal) is not True:
             raise ValueError("PasskeyTask is a causal task (the answer is read at the last position); causal=False")
@@ -108,10 +133,16 @@ class PasskeyTask:
         return dataclasses.replace(self, distance=check_positive_int("distance", distance))
 
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
-        """``batch_size`` sequences of ``seq_len`` tokens; targets are ``IGNORE`` except the last (the value)."""
+        """``batch_size`` sequences of ``seq_len`` tokens; targets are ``IGNORE`` except the last (the value).
+
+        ``batch_size`` is a positive integer (the batch must fit the memory budget), ``seq_len`` an integer in
+        ``4 ... 65536``, ``generator`` ``None`` or a ``torch.Generator``."""
         batch_size = check_positive_int("batch_size", batch_size)
         seq_len = check_int("seq_len", seq_len, minimum=4, maximum=MAX_PASSKEY_LENGTH)
         check_generator("generator", generator)
+        # int64 inputs and targets, and the random draws they are made from
+        check_memory("batch_size and seq_len", 3 * 8 * numel(batch_size, seq_len) + 4 * 8 * batch_size,
+                     f"a batch of {batch_size} x {seq_len} tokens")
         if self.distance is not None and self.distance > seq_len - 3:
             raise ValueError(
                 f"distance {self.distance} does not fit into seq_len {seq_len}: BOS and KEY come before the value, "
@@ -138,11 +169,33 @@ class PasskeyTask:
 def _causal_or_raise(model: nn.Module, task: object) -> None:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(task, type):
+        raise TypeError(f"task must be a task object, got the class {task.__name__}; create one, e.g. "
+                        f"{task.__name__}()")
     if not callable(getattr(task, "sample", None)):
         raise TypeError(f"task must have a sample(batch_size, seq_len, generator) method, got {type(task).__name__}")
     if getattr(model, "causal", True) is not True or getattr(task, "causal", True) is not True:
         raise ValueError("sliding_window_report needs a causal model and a causal task (a window's last logit must "
                          "depend only on the tokens up to it)")
+
+
+def window_forward_bytes(model: nn.Module, length: int, *, batch: int = 1) -> int:
+    """An upper estimate of the bytes a forward pass of ``model`` over ``batch`` sequences of ``length`` tokens holds
+    at once: 16 vectors of the model's widest dimension per token (the residual stream, queries, keys, values, the MLP,
+    the logits: ``width`` is the largest size of any parameter, which covers ``d_model``, the MLP width and the
+    number of outputs) and 3 attention maps of ``heads x length x length`` (scores, masked scores, weights; ``heads``
+    is the largest ``num_heads`` of its modules), in the parameters' precision. For the course's
+    :class:`~course_pe.model.TinyTransformer` this overestimates the measured peak (tests/test_long_context_eval.py).
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    length = check_positive_int("length", length)
+    batch = check_positive_int("batch", batch)
+    parameters = list(model.parameters())
+    width = max((max(p.shape) for p in parameters if p.dim()), default=1)
+    itemsize = max((p.element_size() for p in parameters), default=4)
+    heads = max((m.num_heads for m in model.modules() if isinstance(getattr(m, "num_heads", None), int)), default=1)
+    return itemsize * batch * (16 * numel(length, width) + 3 * numel(heads, length, length))
 
 
 @torch.no_grad()
@@ -166,9 +219,14 @@ def sliding_window_report(
     there, so the two can be compared position by position.
 
     Args: ``seq_len`` (the task's length argument) and ``window`` positive integers, ``0 <= sink < window``,
-    ``batch_size``, ``num_batches`` positive, ``seed >= 0``. The model must be causal and map ``(batch, seq)`` long
-    tokens to ``(batch, seq, outputs)`` logits. Returns a :class:`~course_pe.training.PositionReport` over the input
-    positions.
+    ``batch_size`` positive, ``num_batches`` in ``1 ... MAX_EVAL_BATCHES`` (2**20, as for ``evaluate_by_position``),
+    ``seed >= 0``. The model must be causal and map ``(batch, seq)`` long tokens to ``(batch, seq, outputs)`` logits.
+    Returns a :class:`~course_pe.training.PositionReport` over the input positions.
+
+    Cost: ``batch_size x (n - window)`` windows of ``window`` tokens per batch (``n`` the input length), at most
+    :data:`MAX_WINDOW_TOKENS` tokens. The windows run through the model in chunks sized to the memory budget, from an
+    estimate of what a forward pass over one window holds (:func:`window_forward_bytes`); a single window larger
+    than the budget is a ``MemoryBudgetError`` (a ``ValueError`` and a ``MemoryError``) naming ``window``.
     """
     _causal_or_raise(model, task)
     check_positive_int("seq_len", seq_len)
@@ -177,17 +235,22 @@ def sliding_window_report(
     if sink >= window:
         raise ValueError(f"sink ({sink}) must be smaller than window ({window}): the window must hold new tokens too")
     batch_size = check_positive_int("batch_size", batch_size)
-    num_batches = check_positive_int("num_batches", num_batches)
+    num_batches = check_int("num_batches", num_batches, minimum=1, maximum=MAX_EVAL_BATCHES)
     seed = check_int("seed", seed, minimum=0, maximum=2**63 - 1)
-    # the input length (the task's seq_len argument need not be it) from a one-row probe, to bound memory first
+    # the input length (the task's seq_len argument need not be it) from a one-row probe, to bound the cost first
     n = task.sample(1, seq_len, make_generator(0)).inputs.shape[1]  # type: ignore[attr-defined]
     windows = max(0, n - window)  # targets window ... n - 1 need a window of their own
-    needed = batch_size * max(windows, 1) * window
+    needed = batch_size * max(windows, 1) * min(n, window)
     if needed > MAX_WINDOW_TOKENS:
         raise ValueError(
-            f"{batch_size} x {max(windows, 1)} windows of {window} tokens = {needed} tokens exceed "
-            f"MAX_WINDOW_TOKENS = {MAX_WINDOW_TOKENS}; use a smaller batch_size"
+            f"batch_size and window: {batch_size} x {max(windows, 1)} windows of {min(n, window)} tokens = {needed} "
+            f"tokens exceed MAX_WINDOW_TOKENS = {MAX_WINDOW_TOKENS}; use a smaller batch_size"
         )
+    # memory: the forward passes run over chunks of rows (the prefixes) and of windows that fit a quarter of the
+    # budget (at most 1 GiB); one window must fit the budget. The float64 logits of a batch are checked below.
+    per_window = window_forward_bytes(model, min(n, window))
+    check_memory("window", per_window, f"a forward pass over one window of {min(n, window)} tokens")
+    chunk = max(1, min(batch_size * max(windows, 1), min(memory_budget() // 4, 2**30) // per_window))
     generator = make_generator(seed)
     was_training = model.training
     model.eval()
@@ -198,14 +261,20 @@ def sliding_window_report(
             inputs, targets = batch.inputs, batch.targets
             if inputs.shape[1] != n:
                 raise ValueError(f"the task returned inputs of length {inputs.shape[1]}, then {n}, for one seq_len")
-            logits = model(inputs[:, : min(n, window)]).double()  # targets 0 ... window - 1: ordinary prefixes
+            prefix = inputs[:, : min(n, window)]  # targets 0 ... window - 1: ordinary prefixes
+            logits = torch.cat([model(prefix[i : i + chunk]).double() for i in range(0, batch_size, chunk)])
             if windows:
+                check_memory("batch_size and seq_len", 2 * 8 * numel(batch_size, n, logits.shape[-1]),
+                             f"float64 logits of {batch_size} x {n} positions x {logits.shape[-1]} outputs")
                 # windows of the tokens after the sink, ending at positions window - 1 ... n - 1; keep the last ones
                 recent = inputs[:, sink:].unfold(1, window - sink, 1)[:, -windows:]  # (B, windows, window - sink)
-                head = inputs[:, :sink].unsqueeze(1).expand(-1, windows, -1)
-                framed = torch.cat([head, recent], dim=2).reshape(batch_size * windows, window)
-                last = model(framed)[:, -1].double().reshape(batch_size, windows, -1)
-                logits = torch.cat([logits, last], dim=1)
+                recent = recent.reshape(batch_size * windows, window - sink)
+                head = inputs[:, :sink].repeat_interleave(windows, dim=0)  # (B * windows, sink)
+                last = torch.cat([
+                    model(torch.cat([head[i : i + chunk], recent[i : i + chunk]], dim=1))[:, -1].double()
+                    for i in range(0, batch_size * windows, chunk)
+                ])
+                logits = torch.cat([logits, last.reshape(batch_size, windows, -1)], dim=1)
             valid = targets != IGNORE
             safe = targets.clamp(min=0)
             nll = F.cross_entropy(logits.transpose(1, 2), safe, reduction="none") * valid

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ._validation import check_bool, check_float, check_int, check_positive_int, check_str
+from ._validation import check_bool, check_float, check_int, check_memory, check_positive_int, check_str, require_values
 
 __all__ = [
     "COLORS",
@@ -65,6 +65,7 @@ def _to_numpy(a: torch.Tensor | np.ndarray, name: str = "data", ndim: int | None
     if isinstance(a, torch.Tensor):
         if a.dtype == torch.bool or a.is_complex():
             raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
+        require_values(name, a)  # a meta tensor has no values to draw
         data = a.detach().cpu().double().numpy()
     elif isinstance(a, np.ndarray):
         if a.dtype.kind not in "iuf":
@@ -75,6 +76,13 @@ def _to_numpy(a: torch.Tensor | np.ndarray, name: str = "data", ndim: int | None
     if ndim is not None and data.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {data.shape}")
     return data  # NaN is allowed: matplotlib leaves a gap (unscored positions of a loss curve)
+
+
+def _check_image_memory(name: str, a: object) -> None:
+    """An image of ``n`` values holds about 9.5 float64 copies of itself at its peak while matplotlib draws it
+    (measured with tracemalloc for 10**6 to 4 * 10**6 values); 12 copies are checked against the memory budget."""
+    size = a.numel() if isinstance(a, torch.Tensor) else getattr(a, "size", 0)
+    check_memory(name, 12 * 8 * int(size), f"an image of {int(size)} values")
 
 
 def _axes(ax: plt.Axes | None) -> plt.Axes:
@@ -93,6 +101,7 @@ def plot_encoding_heatmap(
     colorbar: bool = True,
 ) -> plt.Axes:
     """Heatmap of a real ``(num_positions, d_model)`` tensor or array: positions down, dimensions across."""
+    _check_image_memory("table", table)
     data = _to_numpy(table, "table", 2)
     check_str("title", title)
     colorbar = check_bool("colorbar", colorbar)
@@ -144,6 +153,7 @@ def plot_attention(
 ) -> plt.Axes:
     """A real ``(q_len, k_len)`` attention map (rows: queries, columns: keys); ``tokens``: None, or one str
     per key (and per query when the map is square)."""
+    _check_image_memory("weights", weights)
     data = _to_numpy(weights, "weights")
     if data.ndim != 2:
         raise ValueError(f"weights must be (q_len, k_len), got shape {data.shape}")

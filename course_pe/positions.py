@@ -92,8 +92,9 @@ def _check_lengths(name: str, lengths: object) -> torch.Tensor:
         check_tensor(name, lengths, "integer", dim=1)
         values = lengths.long()
     elif isinstance(lengths, Sequence) and not isinstance(lengths, (str, bytes)):
-        values = torch.tensor([check_int(f"{name}[{i}]", n, minimum=0) for i, n in enumerate(lengths)],
-                              dtype=torch.long)
+        # bounded before torch.tensor, which cannot hold 2**63 ("Overflow when unpacking long long")
+        values = torch.tensor([check_int(f"{name}[{i}]", n, minimum=0, maximum=_MAX_POSITION)
+                               for i, n in enumerate(lengths)], dtype=torch.long)
     else:
         raise TypeError(f"{name} must be a sequence of ints or a 1-D integer tensor, got {type(lengths).__name__}")
     if values.numel() and int(values.min()) < 0:

@@ -38,6 +38,12 @@ interleaved one), bit for bit. Use it to compare with a checkpoint's stored acti
 study RoPE itself or to run long contexts. (Meta's ``torch.polar`` computes cos and sin with another routine than
 ``torch.cos``: its tables differ from these in the last bit of about one entry in twenty.)
 ``tests/test_rope.py::test_documented_angle_errors`` measures the numbers of this paragraph again.
+
+Positions are accepted up to ``|p| = 2**53`` (:data:`MAX_POSITION`), where float64 still tells neighbouring integers
+apart, but the default angle ``p theta_i`` is one float64 product of ``p`` and a rounded ``theta_i``, within
+``2 |p theta_i| 2**-53`` rad of the exact angle: the largest error (same measurement) is 5.2e-5 rad at
+``p = 2**40`` and 0.51 rad at ``2**53 - 1``, so that far out the score of a rotated query and key depends on more
+than their offset. No warning is given: such positions are far beyond any context a model is run at.
 """
 
 from __future__ import annotations
@@ -60,9 +66,10 @@ from ._validation import (
     check_positive_float,
     check_positive_int,
     check_tensor,
+    numel,
     require_values,
 )
-from .rope_scaling import DynamicNTKScaling, LongRoPEScaling, RopeScaling, rope_frequencies
+from .rope_scaling import DynamicNTKScaling, LongRoPEScaling, RopeScaling, _module_frequencies, rope_frequencies
 
 RopeLayout = Literal["interleaved", "half"]
 ROPE_LAYOUTS: tuple[str, ...] = ("interleaved", "half")
@@ -90,7 +97,9 @@ _BLOCK_ELEMENTS = 1 << 17
 #: caches default tables only up to this length). Beyond it cos and sin are computed for the call and not kept.
 CACHE_LIMIT = 8192
 #: Largest ``|position|`` accepted anywhere in this module: float64 holds every integer up to ``2**53`` exactly, and
-#: beyond it ``2**53 + 1`` rounds to ``2**53``, so two positions would get one rotation without a word.
+#: beyond it ``2**53 + 1`` rounds to ``2**53``, so two positions would get one rotation without a word. Exact
+#: positions are not exact angles: ``p theta_i`` in float64 is off by up to ``2 |p theta_i| 2**-53`` rad (0.51 rad
+#: measured at ``2**53 - 1``); see the module's precision note.
 MAX_POSITION = 2**53
 #: The two ways angles can be computed, exactly (float64, the default) or as the reference implementations do.
 ANGLE_DTYPES: tuple[torch.dtype, ...] = (torch.float64, torch.float32)
@@ -236,6 +245,9 @@ def rope_cos_sin(
     check_dtype("dtype", dtype, "floating")
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0, strict_minimum=True)
     angle_dtype = _check_angle_dtype(angle_dtype)
+    # the positions and the angles in float64, then cos and sin (float64 before the cast to dtype)
+    check_memory("positions and inv_freq", 8 * (positions.numel() + 3 * numel(positions.numel(), inv_freq.numel())),
+                 f"cos/sin of {positions.numel()} positions x {inv_freq.numel()} frequencies")
     return _cos_sin(positions, inv_freq, dtype, attention_factor, angle_dtype)
 
 
@@ -359,7 +371,9 @@ def apply_rope(
             Hugging Face projection viewed as ``(batch, seq, heads, head_dim)`` must be transposed first.
         positions: ``None`` (``offset ... offset + seq - 1``), a ``(seq,)`` tensor, or ``(batch, seq)`` (one row per
             sequence) when ``x`` is ``(batch, heads, seq, head_dim)``. Integer or float32/64 (not bool),
-            finite; any real value with ``|p| <= 2**53`` (negative, fractional, very large) is a valid position.
+            finite; any real value with ``|p| <= 2**53`` (negative, fractional, very large) is a valid position,
+            rotated by a float64 angle within ``2 |p theta_i| 2**-53`` rad of the exact ``p theta_i`` (measured:
+            0.51 rad at ``2**53 - 1``; see the module's precision note).
         inv_freq: ``(rotary_dim // 2,)`` frequencies; default ``base ** (-2i / rotary_dim)``
             (see :func:`~course_pe.rope_scaling.rope_frequencies` for scaled ones).
         base: used only when ``inv_freq`` is None.
@@ -399,6 +413,8 @@ def apply_rope(
     table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     if inv_freq is not None:
         check_tensor("inv_freq", inv_freq, "floating")
+        if not x.is_meta:  # a real x is rotated by real angles (a meta x gives a meta result from any frequencies)
+            require_values("inv_freq", inv_freq)
         if inv_freq.shape != (rotary_dim // 2,):
             raise ValueError(f"inv_freq must have shape ({rotary_dim // 2},), got {tuple(inv_freq.shape)}")
     default_rows = positions is None and isinstance(offset, int) and offset == 0
@@ -524,10 +540,26 @@ class RotaryEmbedding(nn.Module):
     its own positions only, so memory follows the number of positions, not their values. The cache is
     rebuilt on the input's device if the module was not moved.
 
-    With :class:`~course_pe.rope_scaling.DynamicNTKScaling` the frequencies depend on the current length: an input
-    longer than ``original_max_positions`` gets stretched frequencies, and a later short input gets
-    the original ones back. :class:`~course_pe.rope_scaling.LongRoPEScaling` switches the same way between its
-    short and long factors (the length is ``max(positions) + 1``, as in Hugging Face's ``dynamic_rope_update``).
+    With :class:`~course_pe.rope_scaling.DynamicNTKScaling` the frequencies depend on the current length ``L'``
+    (``max(positions) + 1``, or the ``seq_len`` given to :meth:`forward`/:meth:`cos_sin`): an input longer than
+    ``original_max_positions`` gets frequencies stretched for its own length, and a later short input gets the
+    original ones back; each call depends on that call only. :class:`~course_pe.rope_scaling.LongRoPEScaling`
+    switches the same way between its short and long factors, as Hugging Face's ``dynamic_rope_update`` does.
+
+    **Dynamic NTK over a series of calls differs from Hugging Face's module.** transformers 5.23 keeps the
+    frequencies of the longest input so far (its ``max_seq_len_cached``) and drops them only when an input shorter
+    than the original length arrives: after a call of length 1000 (original 512), a call of length 800 is rotated
+    with the frequencies of 1000, here with those of 800 (the formula's ``L'``). With ``angle_dtype=torch.float32``
+    every single call, and every series whose lengths never fall between the original length and an earlier, longer
+    one, equals transformers bit for bit; to reproduce any series, keep its longest length yourself and pass it::
+
+        longest = original                          # transformers' max_seq_len_cached, at the start
+        for q in inputs:                            # before each call of length L = max(positions) + 1
+            L = q.shape[-2]
+            longest = L if L > longest else (original if L < original else longest)
+            q_rotated = rotary(q, seq_len=longest)
+
+    (``tests/test_rope_scaling_hf.py`` checks this recipe against ``LlamaRotaryEmbedding`` bit for bit.)
 
     Args:
         head_dim: width of a query/key head.
@@ -537,8 +569,9 @@ class RotaryEmbedding(nn.Module):
         layout: ``"interleaved"`` or ``"half"``.
         rotary_dim: rotate only the first ``rotary_dim`` dimensions (default all).
         angle_dtype: ``torch.float64`` (exact angles, the default) or ``torch.float32`` (frequencies, angles, cos
-            and sin computed as Hugging Face transformers computes them, bit for bit; the cached tables then hold
-            those float32 values). See the module's precision note for when the difference matters.
+            and sin computed as Hugging Face transformers computes them for the same current length, bit for bit;
+            the cached tables then hold those float32 values; for dynamic NTK over a series of calls see above).
+            See the module's precision note for when the difference matters.
     """
 
     inv_freq: torch.Tensor
@@ -593,32 +626,72 @@ class RotaryEmbedding(nn.Module):
             positions, self._inv_freq64.to(device), torch.float64, self.attention_factor, self.angle_dtype
         )
 
+    def _wanted_length(self, seq_len: int) -> int | None:
+        """The length the frequencies of a length-dependent scaling are built for (``None``: the original ones)."""
+        if not isinstance(self.scaling, (DynamicNTKScaling, LongRoPEScaling)):
+            return None
+        original = self.scaling.original_max_positions
+        if seq_len <= original:
+            return None
+        # LongRoPE: every length beyond the original gives the same (long) factors
+        return original + 1 if isinstance(self.scaling, LongRoPEScaling) else seq_len
+
     def _update_frequencies(self, seq_len: int, device: torch.device) -> None:
         """Length-dependent scalings: dynamic NTK recomputes its frequencies for every length beyond the original
         maximum; LongRoPE switches from its short to its long factors there (and back for a shorter input)."""
-        if not isinstance(self.scaling, (DynamicNTKScaling, LongRoPEScaling)):
-            return
-        original = self.scaling.original_max_positions
-        wanted = seq_len if seq_len > original else None
-        if isinstance(self.scaling, LongRoPEScaling) and wanted is not None:
-            wanted = original + 1  # every length beyond the original gives the same (long) factors
+        wanted = self._wanted_length(seq_len)
         if wanted == self._freq_seq_len:
             return
-        inv_freq, _ = rope_frequencies(
-            self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=wanted, dtype=torch.float64,
-            angle_dtype=self.angle_dtype,
-        )
+        inv_freq, _ = _module_frequencies(self.rotary_dim, self.base, self.scaling, wanted, self.angle_dtype)
         self._inv_freq64 = inv_freq
         self.inv_freq = inv_freq.to(device=device, dtype=torch.float32)
         self._freq_seq_len = wanted
         self._build_cache(min(max(seq_len, self.cached_positions), self.cache_limit), device)
 
+    #: Attributes whose effect lives in the cos/sin buffers. :func:`~course_pe.training.train_seeds` lets them differ
+    #: between the models it trains together (their buffers are then stacked, one per model), as long as no call has
+    #: to rebuild the buffers from them (see :meth:`_cos_sin_transformed`).
+    _seed_stackable_attributes = frozenset({"scaling", "attention_factor", "_inv_freq64", "_freq_seq_len"})
+
+    def _cos_sin_transformed(
+        self, positions: torch.Tensor, needed: int, length: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin inside ``torch.func`` transforms (``train_seeds``' ``vmap`` over models), where the module's state
+        cannot be updated: the buffers are those of the call (one per model where the models differ), and every
+        attribute is ``models[0]``'s. A call that needs new frequencies or positions beyond the cache computes them
+        for itself when the buffers are shared (the models agree); where they differ per model it would compute
+        every model's from ``models[0]``'s scaling, so it is refused."""
+        wanted = self._wanted_length(length)
+        if wanted == self._freq_seq_len and needed <= self.cached_positions:
+            return self.cos_cached[positions], self.sin_cached[positions]
+        if _transformed(self.cos_cached):
+            reason = (f"new frequencies (length {length}, scaling {self.scaling!r})" if wanted != self._freq_seq_len
+                      else f"positions up to {needed - 1}, beyond the {self.cached_positions} cached")
+            raise ValueError(
+                f"RotaryEmbedding: the models trained together have different cos/sin caches (different RoPE "
+                f"scalings), and this input needs {reason}, which would be computed from the first model's scaling "
+                "for every model. Give every model a cache that covers the input (max_positions >= the input "
+                "length) and a scaling that does not depend on the length, or train the models separately"
+            )
+        inv_freq = self._inv_freq64
+        if wanted != self._freq_seq_len:
+            inv_freq, _ = _module_frequencies(self.rotary_dim, self.base, self.scaling, wanted, self.angle_dtype)
+        return _cos_sin(positions, inv_freq.to(positions.device), torch.float64, self.attention_factor,
+                        self.angle_dtype)
+
     def cos_sin(self, positions: torch.Tensor, *, seq_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """float64 ``cos`` and ``sin`` at ``positions``, shape ``positions.shape + (rotary_dim // 2,)``.
 
         ``positions``: integer tensor (uint8 included; or float32/float64 holding whole numbers) of values in
-        ``0 ... 2**53``. ``seq_len`` (dynamic NTK only): the current length, default ``max(positions) + 1``.
+        ``0 ... 2**53``. ``seq_len`` (dynamic NTK and LongRoPE only): the current length, an integer in
+        ``1 ... 2**53 + 1``, default ``max(positions) + 1``.
         """
+        check_tensor("positions", positions, "position")
+        return self._cos_sin(positions, seq_len, transformed=_transformed(positions))
+
+    def _cos_sin(
+        self, positions: torch.Tensor, seq_len: int | None, *, transformed: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         check_tensor("positions", positions, "position")
         _check_position_values("positions", positions)
         if positions.dtype.is_floating_point and not torch.equal(positions, positions.round()):
@@ -629,7 +702,12 @@ class RotaryEmbedding(nn.Module):
         if seq_len is not None:
             seq_len = check_int("seq_len", seq_len, minimum=1, maximum=MAX_POSITION + 1)
         needed = int(positions.max()) + 1 if positions.numel() else 1
+        # the result: two float64 tables of positions x pairs (and the angles they are computed from)
+        check_memory("positions", 4 * 8 * numel(positions.numel(), self.rotary_dim // 2 + 1),
+                     f"cos/sin of {positions.numel()} positions x {self.rotary_dim // 2} pairs")
         device = positions.device
+        if transformed:
+            return self._cos_sin_transformed(positions, needed, seq_len if seq_len is not None else needed)
         self._update_frequencies(seq_len if seq_len is not None else needed, device)
         if needed > self.cache_limit:
             # past the bounded cache: compute cos/sin for these positions only (memory ~ positions.numel())
@@ -642,7 +720,12 @@ class RotaryEmbedding(nn.Module):
         return self.cos_cached[positions], self.sin_cached[positions]
 
     def forward(
-        self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int | torch.Tensor = 0
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        *,
+        offset: int | torch.Tensor = 0,
+        seq_len: int | None = None,
     ) -> torch.Tensor:
         """Rotate floating ``x`` (``(..., seq, head_dim)``) at ``positions`` (see the class docstring).
 
@@ -650,6 +733,10 @@ class RotaryEmbedding(nn.Module):
         integer tensor for 4-D ``x``. With a KV cache of ``t`` keys, ``rotary(q_new, offset=t)`` rotates the new
         token by the same cos/sin row as the full-sequence call rotates row ``t`` (the rotated values agree to
         rounding; for dynamic NTK and LongRoPE the current length is ``offset + seq``).
+
+        ``seq_len`` (dynamic NTK and LongRoPE only; an integer in ``1 ... 2**53 + 1``): the length whose frequencies
+        to use, default ``max(positions) + 1``; the class docstring shows how to reproduce Hugging Face's module
+        over a series of calls with it.
         """
         check_tensor("x", x, "floating", min_dim=2, finite=False)
         if x.is_meta:
@@ -666,7 +753,7 @@ class RotaryEmbedding(nn.Module):
                                  "offset=0 (add the offset to the positions instead)")
             _resolve_positions(x, positions)  # shape and range checks only
             positions = positions.to(x.device)
-        cos, sin = self.cos_sin(positions)
+        cos, sin = self._cos_sin(positions, seq_len, transformed=_transformed(x))
         if positions.dim() == 2:  # (batch, seq, h) -> (batch, 1, seq, h)
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         rotate = _reference_rotation if self.angle_dtype == torch.float32 else rotate_with_cos_sin

@@ -72,18 +72,20 @@ def _check_positions(x: torch.Tensor, positions: object, n_axes: int) -> torch.T
     if positions.dim() == 2:
         if positions.shape != (seq, n_axes):
             raise ValueError(
-                f"positions must have shape (seq, {n_axes}) = ({seq}, {n_axes}) for x of shape {tuple(x.shape)}, "
-                f"got {tuple(positions.shape)}"
+                f"positions must have shape (seq, {n_axes}) = ({seq}, {n_axes}) for x of shape {tuple(x.shape)} "
+                f"(n_axes = {n_axes} coordinates per position), got {tuple(positions.shape)}"
             )
         return positions.to(device=x.device, dtype=torch.float64)
     if positions.dim() == 3:
         if x.dim() != 4 or positions.shape != (x.shape[0], seq, n_axes):
             raise ValueError(
-                f"per-sequence positions must have shape (batch, seq, {n_axes}) with x of shape "
-                f"(batch, heads, seq, head_dim); got positions {tuple(positions.shape)} and x {tuple(x.shape)}"
+                f"per-sequence positions must have shape (batch, seq, {n_axes}) (n_axes = {n_axes} coordinates per "
+                f"position) with x of shape (batch, heads, seq, head_dim); got positions {tuple(positions.shape)} and "
+                f"x {tuple(x.shape)}"
             )
         return positions.to(device=x.device, dtype=torch.float64).unsqueeze(1)
-    raise ValueError(f"positions must be (seq, {n_axes}) or (batch, seq, {n_axes}), got shape {tuple(positions.shape)}")
+    raise ValueError(f"positions must be (seq, {n_axes}) or (batch, seq, {n_axes}) (n_axes = {n_axes} coordinates per "
+                     f"position), got shape {tuple(positions.shape)}")
 
 
 def multi_axis_rope(
@@ -241,7 +243,15 @@ def mrope_position_ids(text_before: int, grid: tuple[int, int, int], text_after:
     Text token ``k`` gets ``(p, p, p)`` with ``p`` counting on from the previous token. The visual block of
     ``grid = (T, H, W)`` tokens (after Qwen2-VL's 2 x 2 patch merge) is laid out frame by frame, row by row;
     token ``(t, h, w)`` gets ``(s + t, s + h, s + w)`` with ``s`` the next free id. Text after the block
-    continues from one past the largest id used so far.
+    continues from one past the largest id used so far, ``s + max(T, H, W)``.
+
+    That is the rule of the code Qwen2-VL was published with (transformers 4.x ``get_rope_index``,
+    ``st_idx = llm_pos_ids_list[-1].max() + 1``; read at commit ``00b676f`` of ``modeling_qwen2_vl.py``), and the one
+    ``grid`` describes: every later token is later on every axis. transformers 5.23 continues at ``s + max(H, W)``
+    instead (``current_pos += max(grid_thw[1], grid_thw[2])``, ignoring ``T``): for an image (``T = 1``) and for a
+    video with ``T <= max(H, W)`` the two agree, for a longer video (``T > max(H, W)``) the text after it gets
+    smaller ids than the last frames' temporal ids in 5.23 (``tests/test_rope_nd.py`` checks both statements
+    against transformers 5.23).
 
     Returns:
         ``(text_before + T*H*W + text_after, 3)`` int64 tensor.

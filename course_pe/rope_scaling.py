@@ -61,6 +61,7 @@ __all__ = [
     "LinearScaling",
     "Llama3Scaling",
     "LongRoPEScaling",
+    "MAX_LONGROPE_FACTORS",
     "NTKScaling",
     "ProportionalScaling",
     "RopeConfig",
@@ -229,9 +230,18 @@ class Llama3Scaling:
             )
 
 
+#: Most factors a :class:`LongRoPEScaling` list may hold (one per rotation pair: a head of ``2**21`` dimensions). The
+#: length is checked before the items, each of which is checked in Python.
+MAX_LONGROPE_FACTORS = 2**20
+
+
 def _check_factor_list(name: str, values: object) -> tuple[float, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, torch.Tensor)):
         raise TypeError(f"{name} must be a sequence of numbers (one per rotation pair), got {type(values).__name__}")
+    count = values.numel() if isinstance(values, torch.Tensor) else len(values)
+    if count > MAX_LONGROPE_FACTORS:
+        raise ValueError(f"{name} must hold one factor per rotation pair, at most {MAX_LONGROPE_FACTORS} (2**20), got "
+                         f"{count}")
     if isinstance(values, torch.Tensor):
         if values.dim() != 1 or values.dtype == torch.bool or values.is_complex():
             raise TypeError(f"{name} must be a 1-D tensor of real numbers, got shape {tuple(values.shape)} {values.dtype}")
@@ -258,9 +268,10 @@ class LongRoPEScaling:
     131072 / 4096 = 32``) multiplies every logit by ``1 + ln 32 / ln 4096``.
 
     ``short_factor`` and ``long_factor``: sequences of finite numbers > 0 of one length (``head_dim // 2`` of the
-    rotated width); ``original_max_positions`` a positive integer (at least 2 when the default attention factor
-    needs ``ln L``); ``factor`` (the context-extension ratio ``max_positions / L``, used only for the default
-    attention factor) a finite number >= 1; ``attention_factor`` ``None`` or a finite number > 0.
+    rotated width, at most :data:`MAX_LONGROPE_FACTORS`); ``original_max_positions`` a positive integer (at least 2
+    when the default attention factor needs ``ln L``); ``factor`` (the context-extension ratio ``max_positions / L``,
+    used only for the default attention factor) a finite number >= 1; ``attention_factor`` ``None`` or a finite
+    number > 0.
     """
 
     short_factor: tuple[float, ...]
@@ -359,12 +370,20 @@ def yarn_correction_range(
     *,
     truncate: bool = True,
 ) -> tuple[float, float]:
-    """The pair indices ``(low, high)`` between which YaRN ramps, clipped to ``[0, head_dim - 1]`` (the clip of the
-    YaRN reference code; the ramp itself is clamped to [0, 1]). With ``truncate`` (the reference code's rule, the
+    """The pair indices ``(low, high)`` between which YaRN ramps. With ``truncate`` (the reference code's rule, the
     default) ``low`` is floored and ``high`` ceiled to whole indices; ``truncate=False`` keeps them fractional.
 
     Pair ``i`` completes ``L theta_i / (2 pi)`` rotations over ``L`` positions; solving
-    ``L theta_i / (2 pi) = beta`` for ``i`` gives ``d ln(L / (2 pi beta)) / (2 ln base)``.
+    ``L theta_i / (2 pi) = beta`` for ``i`` gives ``d ln(L / (2 pi beta)) / (2 ln base)``: ``low`` for
+    ``beta_fast``, ``high`` for ``beta_slow``.
+
+    **The clip is one-sided**, as in the YaRN reference code and transformers: ``low`` is raised to 0 if negative and
+    ``high`` lowered to ``head_dim - 1`` if above, nothing else. So ``low`` can exceed ``head_dim - 1``, and then
+    ``high``: for an original length beyond about ``2 pi beta_fast base**(2 (d - 1) / d)`` (1.5e10 for ``d = 64``,
+    base 10000, ``beta_fast = 32``), e.g. ``yarn_correction_range(64, 1e4, 10**12, 32, 1) = (77.0, 63.0)``. The
+    ramp ``(i - low) / (high - low)``, clamped to [0, 1], is then 1 for every pair: every pair is interpolated,
+    although each completes more than ``beta_fast`` turns and the formula would keep them all. transformers
+    computes the same, and :func:`rope_frequencies` follows it; no released model comes near such a length.
 
     Arguments: ``head_dim`` a positive even integer, ``base > 1`` (``ln base`` is a divisor),
     ``original_max_positions`` a positive integer, ``beta_fast > beta_slow > 0`` finite real numbers, ``truncate``
@@ -533,7 +552,7 @@ def rope_frequencies(
         raise ValueError(f"base must be > 1 so that frequencies decrease, got {base}")
     check_dtype("dtype", dtype, "floating")
     if seq_len is not None:
-        seq_len = check_int("seq_len", seq_len, minimum=1, maximum=2**53)
+        seq_len = check_int("seq_len", seq_len, minimum=1, maximum=2**53 + 1)  # positions 0 ... 2**53
     method = _METHODS.get(type(scaling))
     if method is None:
         names = ", ".join(t.__name__ for t in _METHODS if t is not type(None))
@@ -548,6 +567,28 @@ def rope_frequencies(
     if angle_dtype == torch.float32:
         inv_freq = _float32_reference(head_dim, base, scaling, seq_len)
     return inv_freq.to(dtype), float(attention_factor)
+
+
+def _module_frequencies(
+    head_dim: int, base: float, scaling: RopeScaling | None, seq_len: int | None, angle_dtype: torch.dtype
+) -> tuple[torch.Tensor, float]:
+    """float64 :func:`rope_frequencies` as the rotary *modules* of transformers 5.23 compute them.
+
+    They differ from ``ROPE_INIT_FUNCTIONS[...](config, seq_len=n)`` with an integer ``n`` in one case: a dynamic NTK
+    module grown beyond its original length passes the length as a tensor (``max(position_ids) + 1``), so its new base
+    is computed in float32 tensor arithmetic, not in Python floats, and for about a quarter of the lengths (664 of
+    513 ... 2999 with original 512, factor 2) the frequencies differ in the last bit. With ``angle_dtype=float32``
+    this function repeats that arithmetic (:class:`~course_pe.rope.RotaryEmbedding` uses it)."""
+    inv_freq, attention_factor = rope_frequencies(head_dim, base=base, scaling=scaling, seq_len=seq_len,
+                                                  dtype=torch.float64, angle_dtype=angle_dtype)
+    if (angle_dtype == torch.float32 and isinstance(scaling, DynamicNTKScaling) and seq_len is not None
+            and seq_len > scaling.original_max_positions):
+        original = scaling.original_max_positions
+        length = torch.maximum(torch.tensor(seq_len), torch.tensor(original, dtype=torch.int64))
+        grown = base * ((scaling.factor * length / original) - (scaling.factor - 1)) ** (head_dim / (head_dim - 2))
+        exponent = torch.arange(0, head_dim, 2, dtype=torch.int64).to(dtype=torch.float32) / head_dim
+        inv_freq = (1.0 / (grown**exponent)).to(torch.float64)
+    return inv_freq, attention_factor
 
 
 def _float32_pow_frequencies(head_dim: int, base: float, count: int | None = None) -> torch.Tensor:
@@ -699,19 +740,37 @@ def rope_config_from_hf(
     ``{"full_attention": ..., "sliding_attention": ...}``) and the legacy form, ``rope_scaling`` plus a top-level
     ``rope_theta`` (``rope_scaling: null`` meaning the default type; Gemma 3's ``rope_local_base_freq`` giving the
     base of its ``"sliding_attention"`` layers). Every ``rope_type`` of transformers' ``modeling_rope_utils`` is
-    supported (:data:`HF_ROPE_TYPES`; ``"type"`` is read as ``"rope_type"``), with transformers' defaults and
-    precedence rules:
+    supported (:data:`HF_ROPE_TYPES`; ``"type"`` is read as ``"rope_type"``), with the defaults and precedence rules
+    of transformers 5.23 (``RotaryEmbeddingConfigMixin`` and ``modeling_rope_utils``), except where a rule below
+    says otherwise:
 
+    * **both** ``rope_parameters`` **and** ``rope_scaling``: transformers uses ``rope_scaling or rope_parameters``
+      (an empty or null ``rope_scaling`` falls back to ``rope_parameters``, an empty ``rope_parameters`` to
+      ``rope_scaling``), and then takes ``rope_theta`` from the top level or the model's default, so a
+      ``rope_parameters`` block is dropped whole, its base included. A config with both, non-empty, is read both
+      ways: if they describe the same RoPE that is the result; if not, a ``ValueError`` names both keys and what
+      each gives (such configs arise when a ``"rope_scaling"`` block is added by hand to a transformers-5
+      ``config.json``, as model cards suggest for context extension: say which one is meant by removing the other);
     * ``rope_theta`` in the parameters, else at the top level, else ``default_base`` (transformers' default is
-      10000, but a model class may have its own: Gemma 3's global layers use 1e6);
+      10000, but a model class may have its own: Gemma 3's global layers use 1e6); it must be > 1;
     * ``partial_rotary_factor`` in the parameters, else at the top level, else 1: ``rotary_dim =
       int(head_dim * partial_rotary_factor)`` (an odd result is refused: transformers rounds it in ways that
       differ between models);
-    * ``original_max_position_embeddings`` for ``llama3``/``yarn``/``longrope``: a top-level value wins (Phi-3
-      stores it there), else the parameters', else ``max_position_embeddings``; ``dynamic`` uses
-      ``max_position_embeddings`` as its original length;
-    * ``yarn`` and ``longrope`` without ``factor`` use ``max_position_embeddings / original``; ``yarn``'s
-      ``beta_fast``/``beta_slow`` default to 32/1 (also when 0), ``truncate`` to true.
+    * ``original_max_position_embeddings`` for ``llama3``/``yarn``/``longrope``: in a flat config a top-level value
+      wins (Phi-3 stores it there), else the parameters', else ``max_position_embeddings``; in a config nested by
+      layer type the layer's own value, else ``max_position_embeddings`` (transformers ignores a top-level value
+      there); ``dynamic`` uses ``max_position_embeddings`` as its original length;
+    * ``yarn`` and ``longrope`` with ``factor`` null use ``max_position_embeddings / original`` (DeepSeek's configs
+      rely on it); so does a ``factor`` left out, where transformers raises a ``KeyError`` for ``yarn``; ``yarn``'s
+      ``beta_fast``/``beta_slow`` default to 32/1 (also when 0), ``truncate`` to true (a null ``truncate``, which
+      transformers reads as false, is refused: say ``false``);
+    * ``head_dim`` from ``hidden_size // num_attention_heads`` when the config has none (transformers' config
+      validation refuses a ``hidden_size`` that the heads do not divide; this reader does not check it);
+    * **the one deliberate difference:** ``truncate`` is read from the layer's own parameters. transformers 5.23
+      reads it from the top level of ``rope_parameters`` (``config.rope_parameters.get("truncate", True)``), which
+      in a nested config holds the layer types, never ``truncate``: it truncates every nested YaRN layer, even one
+      that says ``"truncate": false``. ``tests/test_rope_scaling_hf.py`` pins this difference against
+      ``Gemma3TextConfig``.
 
     Args:
         config: the configuration as a mapping.
@@ -733,13 +792,40 @@ def rope_config_from_hf(
     default_base = check_positive_float("default_base", default_base)
     if layer_type is not None and not isinstance(layer_type, str):
         raise TypeError(f"layer_type must be None or a str, got {type(layer_type).__name__}")
-    raw = config.get("rope_parameters")
-    if raw is None:
-        raw = config.get("rope_scaling")
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise TypeError(f"config['rope_parameters'] (or 'rope_scaling') must be a mapping or null, got {type(raw).__name__}")
+    blocks = {}
+    for key in ("rope_parameters", "rope_scaling"):
+        value = config.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            raise TypeError(f"config[{key!r}] must be a mapping or null, got {type(value).__name__}")
+        blocks[key] = value
+    parameters, legacy = blocks["rope_parameters"], blocks["rope_scaling"]
+    if parameters and legacy:
+        from_legacy = _read_rope(config, legacy, layer_type, head_dim, default_base)
+        from_parameters = _read_rope(config, parameters, layer_type, head_dim, default_base)
+        if from_legacy != from_parameters:
+            raise ValueError(
+                "config has both 'rope_parameters' and 'rope_scaling', and they describe different RoPEs: "
+                f"rope_parameters gives {_describe(from_parameters)}, rope_scaling gives {_describe(from_legacy)}. "
+                "transformers 5.23 uses rope_scaling and takes its rope_theta from the top level or the model's "
+                "default, dropping rope_parameters entirely; remove the key you do not mean"
+            )
+        return from_legacy
+    return _read_rope(config, legacy or parameters or {}, layer_type, head_dim, default_base)
+
+
+def _describe(rope: RopeConfig) -> str:
+    scaling = "" if rope.scaling is None else f", {rope.scaling!r}"
+    return f"rope_type {rope.rope_type!r} with base {rope.base:g}{scaling}"
+
+
+def _read_rope(
+    config: Mapping[str, object],
+    raw: Mapping[str, object],
+    layer_type: str | None,
+    head_dim: int | None,
+    default_base: float,
+) -> RopeConfig:
+    """:func:`rope_config_from_hf` with the RoPE block ``raw`` (``rope_parameters`` or ``rope_scaling``) chosen."""
     own_keys = {"rope_type", "type", "rope_theta", "factor", "partial_rotary_factor"}
     nested = bool(raw) and not (own_keys & raw.keys()) and all(v is None or isinstance(v, Mapping) for v in raw.values())
     top_base = config.get("rope_theta", default_base)
@@ -768,8 +854,10 @@ def rope_config_from_hf(
     if not isinstance(rope_type, str) or rope_type not in HF_ROPE_TYPES:
         raise ValueError(f"unknown rope_type {rope_type!r} in config; course_pe reads {', '.join(HF_ROPE_TYPES)} "
                          "(model-specific types outside transformers' modeling_rope_utils are not covered)")
-    base = _number(_param("rope_theta") if "rope_theta" in params else "config['rope_theta']",
-                   params.get("rope_theta", top_base))
+    base_key = _param("rope_theta") if "rope_theta" in params else "config['rope_theta']"
+    base = _number(base_key, params.get("rope_theta", top_base))
+    if base <= 1.0:
+        raise ValueError(f"{base_key} must be > 1 (the frequencies base ** (-2i / d) must decrease), got {base}")
 
     if head_dim is None:
         for key in ("qk_rope_head_dim", "head_dim"):
@@ -796,7 +884,8 @@ def rope_config_from_hf(
         max_positions = check_positive_int("config['max_position_embeddings']", max_positions)
 
     def original() -> int:
-        value = config.get("original_max_position_embeddings")
+        # a flat config: the top-level value wins (Phi-3); nested: transformers ignores a top-level value
+        value = None if nested else config.get("original_max_position_embeddings")
         if value is None:
             value = params.get("original_max_position_embeddings", max_positions)
         if value is None:

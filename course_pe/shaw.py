@@ -96,7 +96,9 @@ def shaw_attention(
     all ``2K + 1`` table rows once and the result gathered, and the attention weights are summed
     into ``2K + 1`` buckets before multiplying by the value table.
 
-    Returns ``(batch, heads, q_len, head_dim)``, and the weights if ``return_weights``.
+    Returns ``(batch, heads, q_len, head_dim)``, and the weights if ``return_weights``. A query whose keys are all
+    masked gets weights 0 and output 0, as in :func:`~course_pe.attention.attention` (not the NaN of a softmax over
+    ``-inf`` alone).
     """
     check_qkv(q, k, v)
     max_distance = check_nonnegative_int("max_distance", max_distance)
@@ -110,6 +112,7 @@ def shaw_attention(
         raise ValueError(f"q_len ({q.shape[-2]}) cannot exceed k_len ({k.shape[-2]})")
     if mask is not None:
         check_tensor("mask", mask, "bool")
+        check_same_device("mask", mask, "q", q)
         try:
             ok = torch.broadcast_shapes(mask.shape, (*q.shape[:3], k.shape[-2])) == (*q.shape[:3], k.shape[-2])
         except RuntimeError:
@@ -129,7 +132,7 @@ def shaw_attention(
         )
     q_len, k_len = q.shape[-2], k.shape[-2]
     logits = numel(*q.shape[:3], k_len)
-    check_memory("q and k", (6 * q.dtype.itemsize + 8) * logits + 8 * numel(q_len, k_len), f"{logits} logits")
+    check_memory("q and k", (8 * q.dtype.itemsize + 9) * logits + 8 * numel(q_len, k_len), f"{logits} logits")
     idx = shaw_relative_positions(q_len, k_len, max_distance, device=q.device)  # (q_len, k_len)
     content = q @ k.transpose(-2, -1)  # (b, h, q, k)
     rel_all = q @ rel_keys.to(q.dtype).T  # (b, h, q, 2K+1)
@@ -137,7 +140,11 @@ def shaw_attention(
     scores = (content + position) / math.sqrt(head_dim)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
+        # queries with no visible key: weights 0 and output 0 (as scaled_dot_product_attention), not NaN
+        blind = torch.isneginf(scores).all(dim=-1, keepdim=True)
+        weights = scores.masked_fill(blind, 0.0).softmax(dim=-1).masked_fill(blind, 0.0)
+    else:
+        weights = scores.softmax(dim=-1)
     out = weights @ v
     if rel_values is not None:
         buckets = torch.zeros(*weights.shape[:-1], num_rel, dtype=weights.dtype, device=weights.device)

@@ -24,6 +24,7 @@ Everything is computed in float64 and cast at the end, so float32 tables are cor
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Literal
 
 import numpy as np
@@ -65,7 +66,8 @@ __all__ = [
 ]
 
 
-#: Largest position a table row may encode: float64 holds every integer up to ``2**53`` exactly.
+#: Largest position a table row may encode: float64 holds every integer up to ``2**53`` exactly (the angles of such
+#: positions are accurate only to ``2 p w_i 2**-53`` rad: see :func:`sinusoidal_encoding_np`).
 MAX_POSITION = 2**53
 
 
@@ -125,7 +127,9 @@ def sinusoidal_encoding_np(
     Returns an array of shape ``(num_positions, d_model)`` for positions
     ``start, start + 1, ..., start + num_positions - 1`` (integers ``num_positions >= 1``, ``start >= 0``, the last
     position at most ``2**53``: float64 holds every integer up to there, and beyond it ``2**53 + 1`` would be
-    encoded as ``2**53``).
+    encoded as ``2**53``). The position is exact, its angles are not: ``p w_i`` is a float64 product of ``p`` and
+    a rounded ``w_i``, within ``2 p w_i 2**-53`` rad of the exact angle (the largest error of
+    :mod:`course_pe.rope`'s note: 0.51 rad at ``2**53 - 1``).
     """
     num_positions = check_positive_int("num_positions", num_positions)
     start = check_nonnegative_int("start", start)
@@ -192,10 +196,20 @@ def shift_matrix(
     It depends on the offset ``k`` only, never on ``p``. ``k`` may be negative or fractional.
 
     Returns a ``(d_model, d_model)`` tensor (float64 by default; ``dtype`` must be floating) in the given
-    layout. ``k`` is a finite real Python/NumPy number (not a bool, not a tensor).
+    layout. ``k`` is a finite real Python/NumPy number (not a bool, not a tensor) with ``|k| <= 2**53``
+    (:data:`MAX_POSITION`, as for positions: beyond it float64 cannot hold every integer, so ``2**53 + 1`` would
+    give the matrix of ``2**53``). The angles ``k w_i`` are formed in float64, within ``2 |k w_i| 2**-53`` rad of
+    the exact ones (the precision note of :mod:`course_pe.rope`).
     """
     _check_layout(layout)
+    if isinstance(k, numbers.Integral) and not isinstance(k, (bool, np.bool_)) and abs(int(k)) > MAX_POSITION:
+        # checked before the conversion to float, which would round 2**53 + 1 to 2**53
+        raise ValueError(f"k must lie in [-2**53, 2**53] (float64 holds every integer there exactly; beyond, "
+                         f"neighbouring offsets round to the same matrix), got {k}")
     k = check_float("k", k)
+    if abs(k) > MAX_POSITION:
+        raise ValueError(f"k must lie in [-2**53, 2**53] (float64 holds every integer there exactly; beyond, "
+                         f"neighbouring offsets round to the same matrix), got {k!r}")
     check_dtype("dtype", dtype, "floating")
     omega = sinusoidal_frequencies(d_model, base=base)
     check_memory("d_model", 3 * 8 * numel(d_model, d_model), f"a {d_model} x {d_model} matrix")

@@ -65,7 +65,9 @@ def t5_relative_position_bucket(
     if max_exact < 1:
         raise ValueError(f"num_buckets={num_buckets} leaves no exact buckets; use at least {4 if bidirectional else 2}")
     if max_distance <= max_exact:
-        raise ValueError(f"max_distance ({max_distance}) must exceed the number of exact buckets ({max_exact})")
+        half = "num_buckets // 2 // 2" if bidirectional else "num_buckets // 2"
+        raise ValueError(f"max_distance ({max_distance}) must exceed the number of exact buckets ({max_exact} = {half} "
+                         f"with num_buckets={num_buckets}); lower num_buckets or raise max_distance")
 
     # -2**63 has no int64 absolute value (abs() returns -2**63 again); one less saturates in the same bucket
     check_memory("relative_position", 10 * 8 * relative_position.numel(), "its buckets and their temporaries")

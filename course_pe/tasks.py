@@ -81,9 +81,14 @@ MAX_MARKOV_STATES = 4096
 MAX_MARKOV_LENGTH = 2**20
 
 
+#: Largest alphabet of a task: every token id, the task's own tokens (BOS, SEP, ...) included, must fit int64.
+MAX_SYMBOLS = 2**61
+
+
 def _check_task_fields(task: object) -> None:
     """Check the common fields and store them as plain Python values (a NumPy integer becomes an ``int``)."""
-    object.__setattr__(task, "num_symbols", check_positive_int("num_symbols", task.num_symbols))  # type: ignore[attr-defined]
+    symbols = check_int("num_symbols", task.num_symbols, minimum=1, maximum=MAX_SYMBOLS)  # type: ignore[attr-defined]
+    object.__setattr__(task, "num_symbols", symbols)
     object.__setattr__(task, "causal", check_bool("causal", task.causal))  # type: ignore[attr-defined]
 
 

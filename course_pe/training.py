@@ -30,11 +30,13 @@ from ._validation import (
     require_values,
 )
 from .reproducibility import make_generator
+from .rope_scaling import DynamicNTKScaling, LongRoPEScaling
 from .tasks import IGNORE, Batch
 
 __all__ = [
     "DATA_SEED_OFFSET",
     "MAX_EVAL_BATCHES",
+    "MAX_TRAIN_STEPS",
     "PositionReport",
     "SeedsResult",
     "TrainConfig",
@@ -48,6 +50,11 @@ __all__ = [
 ]
 
 
+#: Most steps a :class:`TrainConfig` allows (:func:`train` and :func:`train_seeds` run one forward and backward pass
+#: per step; a typo of a few zeros would otherwise run for days).
+MAX_TRAIN_STEPS = 2**20
+
+
 class Task(Protocol):
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch: ...
 
@@ -56,9 +63,10 @@ class Task(Protocol):
 class TrainConfig:
     """Hyper-parameters of :func:`train`. ``seq_len`` is passed to the task's ``sample``.
 
-    ``steps``, ``batch_size``, ``seq_len`` and ``log_every`` are positive integers, ``warmup`` and ``seed``
-    integers >= 0, ``lr > 0`` and ``weight_decay >= 0`` finite numbers, ``grad_clip`` a finite number > 0 or
-    ``None`` (no clipping; a 0 is an error rather than a silent "off").
+    ``steps`` is an integer in ``1 ... MAX_TRAIN_STEPS`` (2**20: each step is a forward and backward pass, and a
+    million steps of the course's models already take hours), ``batch_size``, ``seq_len`` and ``log_every`` are
+    positive integers, ``warmup`` and ``seed`` integers >= 0, ``lr > 0`` and ``weight_decay >= 0`` finite numbers,
+    ``grad_clip`` a finite number > 0 or ``None`` (no clipping; a 0 is an error rather than a silent "off").
     """
 
     steps: int = 500
@@ -73,7 +81,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         # checked values are stored back, so a NumPy integer or float becomes a Python one
-        for name in ("steps", "batch_size", "seq_len", "log_every"):
+        object.__setattr__(self, "steps", check_int("steps", self.steps, minimum=1, maximum=MAX_TRAIN_STEPS))
+        for name in ("batch_size", "seq_len", "log_every"):
             object.__setattr__(self, name, check_positive_int(name, getattr(self, name)))
         object.__setattr__(self, "warmup", check_int("warmup", self.warmup, minimum=0))
         object.__setattr__(self, "seed", check_int("seed", self.seed, minimum=0, maximum=2**63 - 1))
@@ -206,6 +215,9 @@ def _check_slice(start: object, stop: object) -> None:
 def _check_model_task(model: object, task: object) -> None:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(task, type):  # CopyTask instead of CopyTask(...): sample would be called unbound
+        raise TypeError(f"task must be a task object, got the class {task.__name__}; create one, e.g. "
+                        f"{task.__name__}()")
     if not callable(getattr(task, "sample", None)):
         raise TypeError(f"task must have a sample(batch_size, seq_len, generator) method, got {type(task).__name__}")
 
@@ -344,6 +356,52 @@ class SeedsResult:
         return self.losses[-tail:].mean(0)
 
 
+#: What every ``nn.Module`` keeps in its ``__dict__`` (parameters, buffers, submodules, hooks, the training flag):
+#: not configuration.
+_MODULE_INTERNALS = frozenset(vars(nn.Module()))
+
+
+def _same_value(a: object, b: object) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype
+                and a.shape == b.shape and a.device == b.device and bool(torch.equal(a, b)))
+    try:
+        return bool(a == b)
+    except Exception:  # an object whose == is not a truth value (an array, ...): compare what it prints
+        return repr(a) == repr(b)
+
+
+def _configuration_difference(first: nn.Module, other: nn.Module) -> str | None:
+    """The first plain attribute (``causal``, ``layout``, ``scale``, ``scaling``, ...) of a submodule of ``other`` that
+    differs from ``first``'s, as ``"name: a vs b"``; ``None`` if all agree. ``train_seeds`` runs every model with the
+    attributes of ``models[0]``, so they must agree, except those a module declares as living in its buffers
+    (``_seed_stackable_attributes``: RoPE's scaling, whose cos/sin caches are stacked per model) when no call has to
+    rebuild those buffers: that holds for a fixed scaling, not for a scaling that depends on the length."""
+    for (name, a), (_, b) in zip(first.named_modules(), other.named_modules()):
+        where = f".{name}" if name else ""
+        if type(a) is not type(b):
+            return f"{where or 'the model'} is a {type(b).__name__}, not a {type(a).__name__}"
+        stackable = getattr(type(a), "_seed_stackable_attributes", frozenset())
+        keys = (set(vars(a)) | set(vars(b))) - _MODULE_INTERNALS
+        for key in sorted(keys):
+            if key not in vars(a) or key not in vars(b):
+                return f"{where}.{key}: present in one model only"
+            va, vb = vars(a)[key], vars(b)[key]
+            if _same_value(va, vb):
+                continue
+            if key in stackable:
+                length_dependent = (DynamicNTKScaling, LongRoPEScaling)
+                if not (isinstance(getattr(a, "scaling", None), length_dependent)
+                        or isinstance(getattr(b, "scaling", None), length_dependent)):
+                    continue
+                return (f"{where}.{key}: {va!r} vs {vb!r} (a scaling that depends on the current length rebuilds its "
+                        "cos/sin tables in the forward pass, from the first model's scaling)")
+            shown_a, shown_b = (repr(v) if not isinstance(v, torch.Tensor) else f"a tensor {tuple(v.shape)}"
+                                for v in (va, vb))
+            return f"{where}.{key}: {shown_a[:200]} vs {shown_b[:200]}"
+    return None
+
+
 def _stack_check(models: Sequence[nn.Module]) -> None:
     if isinstance(models, nn.Module) or not isinstance(models, Sequence) or not models:
         raise TypeError("models must be a non-empty sequence of nn.Module (one per seed)")
@@ -360,6 +418,13 @@ def _stack_check(models: Sequence[nn.Module]) -> None:
         other = dict(model.named_buffers())
         if other.keys() != buffers.keys() or any(other[k].shape != buffers[k].shape for k in buffers):
             raise ValueError(f"models[{i}] has buffers of other names or shapes than models[0]")
+        difference = _configuration_difference(first, model)
+        if difference is not None:
+            raise ValueError(
+                f"models[{i}] is configured differently from models[0] ({difference}); train_seeds runs every model "
+                "with the attributes of models[0] (only the parameters and buffers are per model), so it trains "
+                "models that differ only in their weights and buffers: train the others separately"
+            )
 
 
 def _split_buffers(models: Sequence[nn.Module]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -407,9 +472,13 @@ def train_seeds(
     call of each kernel serves every seed. Buffers (caches, fixed tables) equal in every model are shared; buffers that
     differ are stacked too, so models that differ only in buffers (the same architecture with different RoPE scalings,
     whose cos/sin caches are buffers) train together. The seeds' losses are summed before ``backward``; each seed's
-    parameters receive exactly its own gradient. Plain attributes come from ``models[0]``, so a forward pass that
-    rebuilds buffers from them (a RoPE cache that must grow, dynamic NTK) cannot be batched: give the models a
-    ``max_positions`` that covers the training length, and use a fixed scaling.
+    parameters receive exactly its own gradient. Plain attributes come from ``models[0]``, so they must agree: a
+    model whose ``causal``, layout, embedding scale, ... differs from ``models[0]``'s is refused (``ValueError``
+    naming the attribute), and so are models whose RoPE scalings differ and depend on the length (dynamic NTK,
+    LongRoPE). Models with different fixed scalings train together while their caches cover the input; a forward
+    pass that would have to rebuild different caches (an input longer than ``max_positions``) is refused, since it
+    would rebuild them all from ``models[0]``'s scaling. Identical models may grow their caches (each call computes
+    what it needs).
 
     Returns the per-step losses, ``(steps, num_seeds)``. The trained weights are copied back into ``models``.
     """

@@ -10,6 +10,7 @@ module, so a new public function or method without a case here fails the suite.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import math
 import pkgutil
@@ -34,6 +35,7 @@ import course_pe as cpe  # noqa: E402
 import nbformat  # noqa: E402
 
 from course_pe import benchmark, plotting, reproducibility, seeds_benchmark, training  # noqa: E402
+from course_pe.long_context_eval import PasskeyTask, sliding_window_report, window_forward_bytes  # noqa: E402
 from course_pe.coursework import gradescope  # noqa: E402
 from course_pe.coursework import (  # noqa: E402
     exercises,
@@ -405,9 +407,11 @@ REGISTRY: dict[str, Case] = {
                 bad_tensor((3,), "position", nonfinite=True, wrong_shapes=((4,),)),
                 index_tensors_out_of_range((3,), 0, None),
             ),
+            "seq_len": bad_int(1, 2**53 + 1),
         },
-        call=lambda **kw: cpe.RotaryEmbedding(8, max_positions=4)(**kw),
-        extremes=[dict(x=randn(2, 0, 8)), dict(x=randn(1, 1, 8), positions=torch.tensor([3 * 10**6]))],
+        call=lambda **kw: cpe.RotaryEmbedding(8, max_positions=4, scaling=cpe.DynamicNTKScaling(2.0, 2))(**kw),
+        extremes=[dict(x=randn(2, 0, 8)), dict(x=randn(1, 1, 8), positions=torch.tensor([3 * 10**6])),
+                  dict(seq_len=2**53 + 1), dict(seq_len=1)],
     ),
     # -------------------------------------------------------------- rope_scaling
     "rope_scaling.LinearScaling": Case(cpe.LinearScaling, lambda: dict(factor=2.0), {"factor": bad_float(1.0, strict=False)},
@@ -472,7 +476,7 @@ REGISTRY: dict[str, Case] = {
         cpe.LongRoPEScaling, lambda: dict(short_factor=[1.0, 1.5], long_factor=[2.0, 8.0], original_max_positions=16),
         {"short_factor": st.sampled_from([None, "1.0", 1.0, [], [1.0, 0.0], [1.0, math.nan], [1.0], [1.0, "2"],
                                           [True, 1.0]]),
-         "long_factor": st.sampled_from([None, [2.0], [2.0, -1.0], [2.0, math.inf]]),
+         "long_factor": st.sampled_from([None, [2.0], [2.0, -1.0], [2.0, math.inf], [2.0] * (2**20 + 1)]),
          "original_max_positions": bad_int(1), "factor": bad_float(1.0, strict=False),
          "attention_factor": bad_float(0.0)},
         extremes=[dict(factor=8.0), dict(original_max_positions=1), dict(factor=2.0, original_max_positions=2),
@@ -494,9 +498,9 @@ REGISTRY: dict[str, Case] = {
     ),
     "rope_scaling.RopeConfig.frequencies": Case(
         cpe.RopeConfig.frequencies, lambda: dict(),
-        {"seq_len": bad_int(1, 2**53), "dtype": BAD_DTYPE},
+        {"seq_len": bad_int(1, 2**53 + 1), "dtype": BAD_DTYPE},
         call=lambda **kw: cpe.RopeConfig("dynamic", 8, 8, 10000.0, cpe.DynamicNTKScaling(2.0, 16)).frequencies(**kw),
-        extremes=[dict(seq_len=1), dict(seq_len=2**53, dtype=torch.float64)],
+        extremes=[dict(seq_len=1), dict(seq_len=2**53 + 1, dtype=torch.float64)],
     ),
     "rope_scaling.RopeConfig.rotary_embedding": Case(
         cpe.RopeConfig.rotary_embedding, lambda: dict(),
@@ -842,10 +846,10 @@ REGISTRY: dict[str, Case] = {
     # -------------------------------------------------------------- training
     "training.TrainConfig": Case(
         cpe.TrainConfig, lambda: dict(),
-        {"steps": bad_int(1), "batch_size": bad_int(1), "seq_len": bad_int(1), "lr": bad_float(0.0),
+        {"steps": bad_int(1, 2**20), "batch_size": bad_int(1), "seq_len": bad_int(1), "lr": bad_float(0.0),
          "weight_decay": bad_float(0.0, strict=False), "warmup": bad_int(0), "grad_clip": bad_float(0.0),
          "seed": bad_int(0), "log_every": bad_int(1)},
-        extremes=[dict(warmup=0, weight_decay=0.0, grad_clip=None, steps=1)],
+        extremes=[dict(warmup=0, weight_decay=0.0, grad_clip=None, steps=1), dict(steps=2**20)],
     ),
     "training.TrainResult": Case(
         cpe.TrainResult, lambda: dict(losses=[1.0]), {"losses": st.sampled_from([None, 1.0, (1.0,)]),
@@ -1286,6 +1290,53 @@ REGISTRY: dict[str, Case] = {
 }
 
 
+# ----------------------------------------------------------------------------- long_context_eval (library)
+
+
+def _passkey_model() -> cpe.TinyTransformer:
+    torch.manual_seed(0)
+    return cpe.TinyTransformer(PasskeyTask(4, 3).vocab_size, d_model=8, num_heads=2, num_layers=1, position="rope",
+                               causal=True, max_positions=16)
+
+
+REGISTRY.update({
+    "long_context_eval.PasskeyTask": Case(
+        PasskeyTask, lambda: dict(num_filler=4, num_values=3),
+        {"num_filler": bad_int(1, 2**61), "num_values": bad_int(2, 2**61), "distance": bad_int(1, 2**16 - 3),
+         "distractors": BAD_BOOL, "causal": st.sampled_from([False, 1, "yes", None])},
+        extremes=[dict(num_filler=1, num_values=2), dict(num_filler=2**61, num_values=2**61),
+                  dict(distance=2**16 - 3, distractors=True), dict(num_filler=np.int64(4))],
+    ),
+    "long_context_eval.PasskeyTask.at_distance": Case(
+        PasskeyTask.at_distance, lambda: dict(distance=3), {"distance": bad_int(1, 2**16 - 3)},
+        call=lambda **kw: PasskeyTask(4, 3).at_distance(**kw), extremes=[dict(distance=1), dict(distance=2**16 - 3)],
+    ),
+    "long_context_eval.PasskeyTask.sample": Case(
+        PasskeyTask.sample, lambda: dict(batch_size=2, seq_len=8),
+        {"batch_size": bad_int(1), "seq_len": bad_int(4, 2**16), "generator": st.sampled_from([3, "g", torch.tensor(1)])},
+        call=lambda **kw: PasskeyTask(4, 3).sample(**kw),
+        extremes=[dict(batch_size=1, seq_len=4), dict(batch_size=1, seq_len=2**16),
+                  dict(generator=torch.Generator().manual_seed(0))],
+    ),
+    "long_context_eval.sliding_window_report": Case(
+        sliding_window_report,
+        lambda: dict(model=_passkey_model(), task=PasskeyTask(4, 3), seq_len=8, window=4, batch_size=2, num_batches=1),
+        {"model": st.sampled_from([None, "model", _tiny_model()]), "task": st.sampled_from([None, 3, PasskeyTask]),
+         "seq_len": bad_int(1), "window": bad_int(1), "sink": st.one_of(bad_int(0), st.integers(4, 10**6)),
+         "batch_size": st.one_of(bad_int(1), st.just(2**24)), "num_batches": bad_int(1, 2**20),
+         "seed": bad_int(0, 2**63 - 1)},
+        mentions={"model": "model"},
+        extremes=[dict(window=8, sink=3), dict(window=1), dict(seq_len=4, window=100), dict(window=4, sink=2)],
+        examples=10,
+    ),
+    "long_context_eval.window_forward_bytes": Case(
+        window_forward_bytes, lambda: dict(model=_passkey_model(), length=4),
+        {"model": st.sampled_from([None, "m", 3]), "length": bad_int(1), "batch": bad_int(1)},
+        extremes=[dict(length=1, batch=1), dict(length=10**6, batch=10**6)],
+    ),
+})
+
+
 # -------------------------------------------------------------------------- coursework tools: shared values
 
 def _solution_notebook() -> nbformat.NotebookNode:
@@ -1718,8 +1769,8 @@ def test_registry_covers_the_public_api():
 def test_exemptions_are_exception_classes(key):
     """An exemption is only for an exception class, which (as every Exception) takes any message."""
     module, name = key.split(".")
-    package = "course_pe.coursework" if module in ("sandbox", "grade", "gradebook", "exercises", "workbook",
-                                                    "nbgrader_release") else "course_pe"
+    # a module of course_pe.coursework (sandbox, grade, roster, ...) or of course_pe itself, whichever exists
+    package = "course_pe.coursework" if importlib.util.find_spec(f"course_pe.coursework.{module}") else "course_pe"
     cls = getattr(importlib.import_module(f"{package}.{module}"), name)
     assert inspect.isclass(cls) and issubclass(cls, Exception) and NO_BAD_INPUT[key]
     with pytest.raises(cls, match="a message"):

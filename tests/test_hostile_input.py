@@ -86,6 +86,9 @@ SIZES: dict[str, tuple] = {
     "tasks.ReverseTask.position_free_optimum": ("seq_len",),
     "tasks.SortTask.position_free_optimum": ("seq_len",),
     "training.evaluate_by_position": ("seq_len", "batch_size", "num_batches"),
+    "training.TrainConfig": ("steps",),
+    "long_context_eval.PasskeyTask.sample": ("batch_size", "seq_len"),
+    "long_context_eval.sliding_window_report": ("seq_len", "batch_size", "num_batches"),
     "training.evaluate_seeds": ("seq_len", "batch_size", "num_batches"),
     "reproducibility.set_determinism": ("threads",),
 }
@@ -97,9 +100,9 @@ HUGE_VALUES: dict[str, dict[str, list]] = {
     "positions.packed_position_ids_from_boundaries": {"boundaries": [[0, 10**12], [0, 2**53]]},
     "positions.packed_attention_mask": {"lengths": [[10**7], [2**31, 2**31]]},
     "rope_nd.mrope_position_ids": {"grid": [(10**12, 1, 1), (2**40, 2**40, 2**40)]},
-    "training.train": {"config": [cpe.TrainConfig(steps=10**12), cpe.TrainConfig(batch_size=10**12, steps=1),
-                                  cpe.TrainConfig(seq_len=2**63, steps=1)]},
-    "training.train_seeds": {"config": [cpe.TrainConfig(steps=10**12), cpe.TrainConfig(batch_size=10**12, steps=1)]},
+    # (steps: TrainConfig itself refuses more than MAX_TRAIN_STEPS, see SIZES)
+    "training.train": {"config": [cpe.TrainConfig(batch_size=10**12, steps=1), cpe.TrainConfig(seq_len=2**63, steps=1)]},
+    "training.train_seeds": {"config": [cpe.TrainConfig(batch_size=10**12, steps=1)]},
 }
 
 #: Integer arguments that are no size, and why a huge value is harmless (or a documented position).
@@ -137,20 +140,24 @@ NOT_SIZES: dict[str, str] = {
     "sinusoidal.shift_matrix.k": "an offset (any real number)",
     "sinusoidal.sinusoidal_encoding.start": "a position (checked against 2**53)",
     "sinusoidal.sinusoidal_encoding_np.start": "a position (checked against 2**53)",
-    "tasks.CopyTask.num_symbols": "stored (the model's vocab_size is checked where a table is made)",
-    "tasks.HistogramTask.num_symbols": "stored (the model's vocab_size is checked where a table is made)",
+    "tasks.CopyTask.num_symbols": "stored, at most 2**61 (token ids fit int64); the model's vocab_size is checked where "
+                                 "a table is made",
+    "tasks.HistogramTask.num_symbols": "stored, at most 2**61 (token ids fit int64); the model's vocab_size is checked where "
+                                 "a table is made",
     "tasks.HistogramTask.max_count": "stored (num_outputs of the model, checked there)",
-    "tasks.PositionTask.num_symbols": "stored (the model's vocab_size is checked where a table is made)",
+    "tasks.PositionTask.num_symbols": "stored, at most 2**61 (token ids fit int64); the model's vocab_size is checked where "
+                                 "a table is made",
     "tasks.PositionTask.max_len": "stored (num_outputs of the model, checked there)",
-    "tasks.ReverseTask.num_symbols": "stored (the model's vocab_size is checked where a table is made)",
-    "tasks.SortTask.num_symbols": "stored (the model's vocab_size is checked where a table is made)",
+    "tasks.ReverseTask.num_symbols": "stored, at most 2**61 (token ids fit int64); the model's vocab_size is checked where "
+                                 "a table is made",
+    "tasks.SortTask.num_symbols": "stored, at most 2**61 (token ids fit int64); the model's vocab_size is checked where "
+                                 "a table is made",
     "tasks.MarkovTask.order": "1 or 2",
     "tasks.MarkovTask.branching": "at most num_symbols",
     "tasks.MarkovTask.seed": "a seed, bounded by 2**63 - 1",
     "training.PositionReport.mean_accuracy.start": "a slice bound (any integer)",
     "training.PositionReport.mean_loss.start": "a slice bound (any integer)",
     "training.SeedsResult.result.index": "an index into the seeds",
-    "training.TrainConfig.steps": "stored; train() checks the memory it needs",
     "training.TrainConfig.batch_size": "stored; train() checks the memory it needs",
     "training.TrainConfig.seq_len": "stored; train() checks the memory it needs",
     "training.TrainConfig.warmup": "a step count in a formula",
@@ -160,6 +167,15 @@ NOT_SIZES: dict[str, str] = {
     "training.evaluate_seeds.seed": "a seed, bounded by 2**63 - 1",
     "training.seed_streams.seed": "a seed, bounded",
     "rope_scaling.rope_config_from_hf.head_dim": "checked by what the configuration builds",
+    "long_context_eval.PasskeyTask.num_filler": "a symbol count, at most 2**61 (token ids fit int64); only stored",
+    "long_context_eval.PasskeyTask.num_values": "a symbol count, at most 2**61 (token ids fit int64); only stored",
+    "long_context_eval.PasskeyTask.at_distance.distance": "a distance inside the sequence, at most 2**16 - 3",
+    "long_context_eval.sliding_window_report.window": "a window longer than the input is the whole input (plain "
+                                                      "evaluation); the tokens run are bounded via batch_size",
+    "long_context_eval.sliding_window_report.sink": "smaller than window (checked)",
+    "long_context_eval.sliding_window_report.seed": "a seed, bounded by 2**63 - 1",
+    "long_context_eval.window_forward_bytes.length": "an estimate in bytes: nothing is allocated",
+    "long_context_eval.window_forward_bytes.batch": "an estimate in bytes: nothing is allocated",
 }
 
 
@@ -247,7 +263,11 @@ def test_huge_sizes_are_refused_before_allocation(budget, key, name, value, over
 
 def _same(a: object, b: object) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        # NaN where nothing is scored (a PositionReport) is the same answer as NaN
+        return torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
+                                     and torch.equal(a.nan_to_num(), b.nan_to_num()))
     if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
@@ -333,3 +353,51 @@ def test_budget_follows_an_address_space_limit_set_after_import():
     lines = out.stdout.split()
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(lines[0]) <= 2**33 and lines[1] == "MemoryBudgetError"
+
+
+# ----------------------------------------------------------------------------- red team 2: the unclear errors
+
+
+def _raises(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()
+
+
+def test_red_team_2_unclear_errors_are_clear():
+    """The 30 + 7 unclear errors of the second probe (library-redteam2.md, section 6), each now a clear error that
+    names the argument, or a result where the input was valid."""
+    from course_pe.benchmark import complex_rope
+    from course_pe.plotting import plot_attention, plot_encoding_heatmap
+    from course_pe.rope_nd import multi_axis_rope
+    from course_pe.shaw import shaw_attention
+
+    q = torch.randn(1, 2, 3, 4)
+    meta_mask = torch.ones(3, 3, dtype=torch.bool, device="meta")
+    _raises(lambda: cpe.attention(q, q, q, mask=meta_mask), ValueError, r"^mask is on meta but q is on cpu")
+    _raises(lambda: cpe.attention(q, q, q, bias=torch.ones(3, 3, device="meta")), ValueError, r"^bias is on meta")
+    _raises(lambda: cpe.MultiHeadAttention(8, 2)(torch.randn(1, 3, 8), mask=meta_mask), ValueError,
+            r"^mask is on meta but x is on cpu")
+    _raises(lambda: shaw_attention(q, q, q, torch.randn(5, 4), None, max_distance=2, mask=meta_mask), ValueError,
+            r"^mask is on meta")
+    _raises(lambda: cpe.apply_rope(torch.randn(1, 3, 4), inv_freq=torch.ones(2, device="meta")), ValueError,
+            r"^inv_freq is a meta tensor")
+    _raises(lambda: plot_attention(torch.zeros(3, 3, device="meta")), ValueError, r"^weights is a meta tensor")
+    _raises(lambda: plot_encoding_heatmap(torch.zeros(3, 4, device="meta")), ValueError, r"^table is a meta tensor")
+    for call in (lambda: cpe.packed_position_ids([2**63]), lambda: cpe.packed_attention_mask([3, 2**63])):
+        _raises(call, ValueError, r"^lengths\[\d\] must be <= 9007199254740992")
+    for task in (cpe.CopyTask, cpe.ReverseTask, cpe.SortTask):
+        _raises(lambda: task(num_symbols=2**63), ValueError, r"^num_symbols must be <= 2305843009213693952")
+    _raises(lambda: cpe.t5_relative_position_bucket(torch.arange(3), num_buckets=2**62), ValueError,
+            r"^max_distance \(128\) must exceed the number of exact buckets \(1152921504606846976 = num_buckets // 2 "
+            r"// 2 with num_buckets=4611686018427387904\); lower num_buckets or raise max_distance$")
+    _raises(lambda: multi_axis_rope(torch.randn(1, 3, 8), torch.zeros(3, 2, dtype=torch.long), inv_freq=torch.ones(4),
+                                    axis_of_pair=torch.zeros(4, dtype=torch.long), n_axes=2**40),
+            ValueError, r"^positions must have shape \(seq, 1099511627776\) = \(3, 1099511627776\) for x of shape "
+                        r"\(1, 3, 8\) \(n_axes = 1099511627776 coordinates per position\), got \(3, 2\)$")
+    # valid inputs that crashed: the largest position in a dynamic module, a transposed x in complex_rope
+    rotary = cpe.RotaryEmbedding(8, scaling=cpe.DynamicNTKScaling(2.0, 16))
+    cos, _ = rotary.cos_sin(torch.tensor([2**53]))
+    assert cos.shape == (1, 4) and torch.isfinite(cos).all()
+    x = torch.randn(1, 8, 3).transpose(-1, -2)
+    freqs = torch.polar(torch.ones(3, 4), torch.randn(3, 4))
+    assert torch.equal(complex_rope(x, freqs), complex_rope(x.contiguous(), freqs))

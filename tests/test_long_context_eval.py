@@ -161,6 +161,7 @@ def test_sliding_window_equals_plain_evaluation_for_a_long_window():
         (dict(window=4, batch_size=0), ValueError),
         (dict(window=4, seed=-1), ValueError),
         (dict(window=2, batch_size=MAX_WINDOW_TOKENS), ValueError),  # too many window tokens at once
+        (dict(window=4, num_batches=2**20 + 1), ValueError),  # as evaluate_by_position's MAX_EVAL_BATCHES
     ],
 )
 def test_sliding_window_bad_input(kwargs, error):
@@ -176,3 +177,80 @@ def test_sliding_window_needs_causal():
         sliding_window_report(Bidirectional(7), CopyFirstTask(), 10, window=4)
     with pytest.raises(TypeError):
         sliding_window_report("model", CopyFirstTask(), 10, window=4)
+
+
+# --------------------------------------------------------------------------------------------- red team 2: cost
+
+
+@pytest.mark.parametrize("num_batches", [10**12, 2**63, 2**53 + 1])
+def test_sliding_window_num_batches_is_bounded(num_batches):
+    """num_batches had no upper bound: 10**12 batches ran until killed."""
+    with pytest.raises(ValueError, match=r"^num_batches must be <= 1048576"):
+        sliding_window_report(FirstTokenModel(7), CopyFirstTask(), 20, window=4, num_batches=num_batches)
+
+
+def test_a_task_class_is_refused():
+    with pytest.raises(TypeError, match=r"^task must be a task object, got the class PasskeyTask"):
+        sliding_window_report(FirstTokenModel(7), PasskeyTask, 20, window=4)
+
+
+def test_window_forward_bytes_overestimates_the_measured_peak():
+    """The estimate the windows are chunked by is an upper bound of what a forward pass holds (profiler memory
+    events, as the benchmark measures them), for the course's model at a few sizes."""
+    from course_pe.benchmark import measure_allocation
+    from course_pe.long_context_eval import window_forward_bytes
+
+    for d_model, heads, layers, length, batch in ((16, 2, 1, 64, 4), (64, 4, 2, 256, 2), (32, 1, 2, 512, 1)):
+        torch.manual_seed(0)
+        model = cpe.TinyTransformer(20, d_model=d_model, num_heads=heads, num_layers=layers, position="rope",
+                                    causal=True).eval()
+        tokens = torch.randint(20, (batch, length))
+        with torch.no_grad():
+            _, peak = measure_allocation(lambda: model(tokens))
+        estimate = window_forward_bytes(model, length, batch=batch)
+        assert peak <= estimate, (d_model, length, peak, estimate)
+        assert estimate <= 40 * peak  # an upper bound, not an absurd one
+
+
+def test_sliding_window_memory_is_bounded_by_the_budget(monkeypatch):
+    """The red team's 4 GiB allocation: windows x window tokens passed MAX_WINDOW_TOKENS, then the forward pass over
+    all windows at once failed in the allocator. Now one window larger than the budget is refused by name, and the
+    windows run in chunks that fit; the chunked result equals the one-pass result."""
+    from course_pe._validation import MemoryBudgetError
+
+    torch.manual_seed(0)
+    model = cpe.TinyTransformer(PasskeyTask(4, 3).vocab_size, d_model=64, num_heads=4, num_layers=1, position="rope",
+                                causal=True)
+    monkeypatch.setenv("COURSE_PE_MAX_BYTES", str(256 * 2**20))
+    with pytest.raises(MemoryBudgetError, match=r"^window: a forward pass over one window of 4096 tokens would need"):
+        sliding_window_report(model, PasskeyTask(4, 3), 8192, window=4096, batch_size=1)
+    monkeypatch.delenv("COURSE_PE_MAX_BYTES")
+    markov = cpe.MarkovTask(num_symbols=6, order=2, branching=2, seed=0, bos=True)
+    small = cpe.TinyTransformer(markov.vocab_size, num_outputs=markov.num_outputs, d_model=16, num_heads=2,
+                                position="rope", causal=True)
+    whole = sliding_window_report(small, markov, 40, window=8, sink=1, batch_size=4, num_batches=2)
+    from course_pe.long_context_eval import window_forward_bytes
+
+    monkeypatch.setenv("COURSE_PE_MAX_BYTES", str(4 * 5 * window_forward_bytes(small, 8) + 1))  # chunks of 5 windows
+    chunked = sliding_window_report(small, markov, 40, window=8, sink=1, batch_size=4, num_batches=2)
+    torch.testing.assert_close(chunked.loss, whole.loss, rtol=1e-12, atol=1e-12)
+    assert torch.equal(chunked.accuracy, whole.accuracy)
+
+
+def test_passkey_sizes_are_bounded():
+    """PasskeyTask.sample(10**9, 8) failed in the allocator (64 GB) and sample(2**63, 8) with a torch TypeError;
+    num_values=2**63 was accepted and failed when sampling ("Overflow when unpacking long long")."""
+    from course_pe._validation import MemoryBudgetError
+    from course_pe.long_context_eval import MAX_PASSKEY_SYMBOLS
+
+    for batch in (10**9, 10**12, 2**63):
+        with pytest.raises(MemoryBudgetError, match=r"^batch_size and seq_len: a batch of \d+ x 8 tokens would need"):
+            PasskeyTask(4, 3).sample(batch, 8)
+    assert MAX_PASSKEY_SYMBOLS == 2**61
+    task = PasskeyTask(2**61, 2**61)
+    assert task.bos == 2**62 + 2 and int(task.sample(2, 6, cpe.make_generator(0)).inputs.max()) == task.bos
+    for kwargs, name in ((dict(num_values=2**63), "num_values"), (dict(num_filler=2**62), "num_filler"),
+                         (dict(distance=2**40), "distance")):
+        with pytest.raises(ValueError, match=f"^{name} must be <="):
+            PasskeyTask(**kwargs)
+    assert type(PasskeyTask(num_filler=__import__("numpy").int64(5)).num_filler) is int

@@ -14,6 +14,7 @@ import torch
 
 import course_pe as cpe
 from course_pe._validation import MemoryBudgetError, human_bytes, memory_budget
+from course_pe.long_context_eval import PasskeyTask
 from course_pe.positions import (
     make_positions,
     packed_attention_mask,
@@ -61,6 +62,10 @@ CASES = [
      "relative_position: its buckets and their temporaries would need about 800 B"),
     ("T5RelativeBias", 1, lambda: cpe.T5RelativeBias(2, num_buckets=32), 2 * 4 * 64,
      "num_buckets and num_heads: a 32 x 2 table would need about 512 B"),
+    # red team 2: outputs of positions x a width, unchecked before (32 GB and 16 GB in one call)
+    ("rope_cos_sin", 1, lambda: cpe.rope_cos_sin(torch.arange(10), torch.ones(4)), 8 * (10 + 3 * 40),
+     "positions and inv_freq: cos/sin of 10 positions x 4 frequencies would need about 1.0 KiB"),
+    ("PasskeyTask.sample", 1, lambda: PasskeyTask(4, 3).sample(2, 8), 3 * 8 * 16 + 4 * 8 * 2, "batch_size and seq_len: a batch of 2 x 8 tokens would need about 448 B"),
 ]
 
 
@@ -86,6 +91,45 @@ def test_estimates_of_module_calls(monkeypatch):
     error = _refusal(monkeypatch, 1, lambda: bias(2, 5))
     assert error.needed == 10 * (12 * 8 + 2 * 3 * 4)
     assert str(error).startswith("q_len and k_len: a (1, 3, 2, 5) bias would need")
+    monkeypatch.delenv("COURSE_PE_MAX_BYTES")
+    rotary = cpe.RotaryEmbedding(8, max_positions=16)
+    error = _refusal(monkeypatch, 1, lambda: rotary.cos_sin(torch.arange(10)))
+    assert error.needed == 4 * 8 * 10 * (4 + 1) and str(error).startswith("positions: cos/sin of 10 positions x 4 pairs")
+    monkeypatch.delenv("COURSE_PE_MAX_BYTES")
+    table = cpe.LearnedPositionalEmbedding(8, 6)
+    error = _refusal(monkeypatch, 1, lambda: table.lookup(torch.zeros(10, dtype=torch.long)))
+    assert error.needed == 8 * 10 + 10 * 6 * 4 and str(error).startswith("positions: 10 rows of width 6 would need")
+
+
+def test_address_space_limit_counts_what_is_already_mapped():
+    """Red team 2: under RLIMIT_AS the budget was the whole limit, although importing torch maps hundreds of MiB of
+    it; causal_mask(52000) (2.7 GB) passed the check under a 3 GiB limit and failed in the allocator. The budget is
+    now the limit minus the mapped address space (VmSize), so the call is refused before allocating."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import resource, torch
+        import course_pe as cpe
+        from course_pe._validation import MemoryBudgetError, _address_space_in_use, memory_budget
+        mapped = _address_space_in_use()
+        assert mapped > 50 * 2**20, mapped  # torch and course_pe are mapped
+        limit = mapped + 3 * 2**30
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+        budget = memory_budget()
+        assert 3 * 2**30 - 256 * 2**20 < budget <= 3 * 2**30, (budget, mapped)
+        import math
+        n = math.isqrt(3 * 2**30 + mapped // 2)  # a mask within the limit, beyond what is left of it
+        try:
+            cpe.causal_mask(n)
+        except MemoryBudgetError as error:
+            assert str(error).startswith(f"q_len and k_len: a {n} x {n} mask would need"), str(error)
+            print("refused")
+    """)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "COURSE_PE_MAX_BYTES"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0 and result.stdout.strip() == "refused", result.stderr[-2000:]
 
 
 def test_budget_sources(monkeypatch):

@@ -653,3 +653,23 @@ def test_hugging_face_layout_hint():
             apply_rope(x, positions)
         assert "Hugging Face" not in str(info.value)
     assert apply_rope(hf.transpose(1, 2), torch.arange(10)).transpose(1, 2).shape == hf.shape
+
+
+def test_large_position_angle_bound():
+    """Red team 2: positions up to 2**53 are exact but their float64 angles are not. The docstrings state the bound
+    2 |p theta_i| 2**-53 and the largest errors at 2**40 and 2**53 - 1; measured here against 40-digit mpmath."""
+    from mpmath import mp, mpf
+
+    import course_pe.rope as module
+
+    mp.dps = 40
+    d, base = 128, 10000.0
+    inv64 = rope_frequencies(d, base=base, dtype=torch.float64)[0]
+    for p in (10**6, 2**40, 2**40 + 12345, 2**45 + 3, 123456789012345, 2**52 + 1, 2**53 - 1, 2**53):
+        exact = [mpf(p) * mpf(base) ** (mpf(-2 * i) / d) for i in range(d // 2)]
+        angles = (torch.tensor([p]).double()[:, None] * inv64)[0].tolist()
+        for a, e in zip(angles, exact):
+            assert abs(float(mpf(a) - e)) <= 2 * float(e) * 2.0**-53, (p, a)
+    doc = " ".join(module.__doc__.split())
+    assert f"{_exact_angle_errors(base, 2**40)[1]:.1e}" == "5.2e-05" and "5.2e-5 rad at ``p = 2**40``" in doc
+    assert f"{_exact_angle_errors(base, 2**53 - 1)[1]:.2f}" == "0.51" and "0.51 rad at ``2**53 - 1``" in doc

@@ -252,3 +252,61 @@ def test_decoupled_requires_a_shared_rotary_key():
         decoupled_rope_logits(qn, qr, kn, rand(1, 2, 4, 4))
     with pytest.raises(TypeError, match="k_rope"):
         decoupled_rope_logits(qn, qr, kn, None)
+
+
+# ----------------------------------------------------------------------------- red team 2, D3: video blocks
+
+
+def _transformers_mrope_ids(before, grid, after, kind):
+    """transformers 5.23's Qwen2-VL ``get_rope_index`` for one sequence (text, one image or video block, text), with a
+    spatial merge of 1 (``grid`` is the merged grid, as for :func:`mrope_position_ids`)."""
+    import functools
+    import types
+
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel
+
+    model = types.SimpleNamespace(config=types.SimpleNamespace(vision_config=types.SimpleNamespace(spatial_merge_size=1)))
+    model.get_vision_position_ids = functools.partial(Qwen2VLModel.get_vision_position_ids, model)
+    t, h, w = grid
+    token_types = torch.tensor([0] * before + [kind] * (t * h * w) + [0] * after)[None]
+    grids = torch.tensor([grid])
+    ids, _ = Qwen2VLModel.get_rope_index(model, torch.zeros_like(token_types), token_types,
+                                         image_grid_thw=grids if kind == 1 else None,
+                                         video_grid_thw=grids if kind == 2 else None)
+    return ids[:, 0].T  # (tokens, 3)
+
+
+def _published_rule(before, grid, after):
+    """The rule of the transformers 4.x code Qwen2-VL was released with: each text run starts one past the largest id
+    so far (``llm_pos_ids_list[-1].max() + 1``), written out here independently of mrope_position_ids."""
+    t, h, w = grid
+    rows = [(p, p, p) for p in range(before)]
+    rows += [(before + i, before + j, before + k) for i in range(t) for j in range(h) for k in range(w)]
+    nxt = max(max(r) for r in rows) + 1
+    rows += [(nxt + p,) * 3 for p in range(after)]
+    return torch.tensor(rows)
+
+
+def test_mrope_video_blocks_follow_the_published_rule_not_transformers_5():
+    """D3: for T <= max(H, W) transformers 5.23 and course_pe agree; for a longer video 5.23 continues the text at
+    s + max(H, W), course_pe (and the code Qwen2-VL was released with) at s + max(T, H, W), as documented."""
+    agree = differ = 0
+    for before in (0, 1, 3):
+        for after in (0, 2):
+            for grid in ((1, 2, 3), (2, 2, 2), (3, 4, 2), (6, 2, 3), (5, 1, 1), (4, 3, 3), (7, 2, 5)):
+                mine = mrope_position_ids(before, grid, after)
+                assert torch.equal(mine, _published_rule(before, grid, after))
+                theirs = _transformers_mrope_ids(before, grid, after, kind=2)
+                if grid[0] <= max(grid[1:]):
+                    assert torch.equal(mine, theirs), grid
+                    agree += 1
+                else:
+                    visual = before + grid[0] * grid[1] * grid[2]
+                    assert torch.equal(mine[:visual], theirs[:visual])  # the block itself is the same
+                    if after:
+                        assert int(theirs[visual, 0]) == before + max(grid[1:])  # 5.23: max(H, W)
+                        assert int(mine[visual, 0]) == before + max(grid)  # published: max(T, H, W)
+                        differ += 1
+    assert agree == 18 and differ == 12
+    # an image is a block with T = 1: always the same
+    assert torch.equal(mrope_position_ids(2, (1, 3, 4), 2), _transformers_mrope_ids(2, (1, 3, 4), 2, kind=1))

@@ -205,9 +205,9 @@ def test_yarn_without_stretch_keeps_attention_scale_one():
 def test_rope_frequencies_argument_bounds():
     assert rope_frequencies(8, base=1.5, dtype=torch.float64)[0][1].item() == 1.5 ** -0.25  # any base > 1
     rope_frequencies(8, scaling=DynamicNTKScaling(2.0, 64), seq_len=1)
-    rope_frequencies(8, scaling=DynamicNTKScaling(2.0, 64), seq_len=2**53)
-    for seq_len in (2**53 + 1, 2**54 + 1, 3**53):
-        with pytest.raises(ValueError, match=r"^seq_len must be <= 9007199254740992"):
+    rope_frequencies(8, scaling=DynamicNTKScaling(2.0, 64), seq_len=2**53 + 1)  # the length of positions 0 ... 2**53
+    for seq_len in (2**53 + 2, 2**54 + 1, 3**53):
+        with pytest.raises(ValueError, match=r"^seq_len must be <= 9007199254740993"):
             rope_frequencies(8, scaling=DynamicNTKScaling(2.0, 64), seq_len=seq_len)
     with pytest.raises(TypeError, match=r"^dtype must be"):
         rope_frequencies(8, dtype=torch.int64)
@@ -370,3 +370,38 @@ def test_yarn_softmax_scale_names_what_it_got():
     with pytest.raises(TypeError, match=r"^scaling must be None or one of LinearScaling, NTKScaling, DynamicNTKScaling, "
                                         r"YaRNScaling, Llama3Scaling, LongRoPEScaling, ProportionalScaling, got str$"):
         yarn_softmax_scale(64, "yarn")
+
+
+def test_yarn_correction_range_clip_is_one_sided_as_documented():
+    """Red team 2: the docstring said "clipped to [0, head_dim - 1]", but low is only raised to 0 and high only
+    lowered to head_dim - 1 (as in the reference code and transformers): for an absurd original length low exceeds
+    head_dim - 1 and high. The docstring now says so; this pins the documented example and its consequence."""
+    from course_pe.rope_scaling import yarn_correction_range
+
+    assert yarn_correction_range(64, 1e4, 10**12, 32, 1) == (77.0, 63.0)
+    assert yarn_correction_range(64, 1e4, 10**12, 32, 1, truncate=False)[1] == 63.0
+    low, high = yarn_correction_range(64, 1e4, 2048, 32, 1)
+    assert 0.0 <= low <= high <= 63.0  # an ordinary length: inside, and ordered
+    # the threshold of the docstring, 2 pi beta_fast base**(2 (d - 1) / d): low passes d - 1 = 63 there
+    threshold = 2 * math.pi * 32 * 1e4 ** (2 * 63 / 64)
+    assert yarn_correction_range(64, 1e4, int(threshold * 0.99), 32, 1, truncate=False)[0] < 63.0
+    assert yarn_correction_range(64, 1e4, int(threshold * 1.01), 32, 1, truncate=False)[0] > 63.0
+    # consequence: every pair interpolated (divided by the factor)
+    inv, _ = rope_frequencies(64, base=1e4, scaling=YaRNScaling(4.0, 10**12), dtype=torch.float64)
+    torch.testing.assert_close(inv, rope_frequencies(64, base=1e4, dtype=torch.float64)[0] / 4.0, rtol=1e-15, atol=0)
+
+
+def test_longrope_factor_lists_are_measured_before_their_items():
+    """Red team 2: LongRoPEScaling([1.0] * 10**7, ...) checked every item in Python (over 20 s) before anything
+    compared the length with head_dim // 2. The length is now bounded first (2**20 factors, a 2**21-wide head)."""
+    from course_pe.rope_scaling import MAX_LONGROPE_FACTORS, LongRoPEScaling
+
+    assert MAX_LONGROPE_FACTORS == 2**20
+    too_long = [1.0] * (2**20 + 1)
+    for args in ((too_long, [1.0], 8), ([1.0], too_long, 8), (torch.ones(2**20 + 1), [1.0], 8)):
+        with pytest.raises(ValueError, match=r"^(short|long)_factor must hold one factor per rotation pair, at most "
+                                             r"1048576 \(2\*\*20\), got 1048577$"):
+            LongRoPEScaling(*args)
+    # a list whose length fits still has every item checked (the bound is not a shortcut around the items)
+    with pytest.raises(ValueError, match=r"^short_factor\[2\] must be a finite number > 0"):
+        LongRoPEScaling([1.0, 2.0, -1.0], [1.0, 1.0, 1.0], 8)

@@ -439,7 +439,13 @@ def test_reader_defaults_and_precedence():
     ([("head_dim", 8)], {}, TypeError, r"config must be a mapping \(the parsed config.json\), got list$"),
     ({"head_dim": 8}, {"layer_type": 3}, TypeError, r"layer_type must be None or a str, got int$"),
     ({"head_dim": 8, "rope_parameters": "linear"}, {}, TypeError,
-     r"config\['rope_parameters'\] \(or 'rope_scaling'\) must be a mapping or null, got str$"),
+     r"config\['rope_parameters'\] must be a mapping or null, got str$"),
+    ({"head_dim": 8, "rope_scaling": ["linear"]}, {}, TypeError, r"config\['rope_scaling'\] must be a mapping or null, got list$"),
+    ({"head_dim": 8, "rope_theta": -1}, {}, ValueError,
+     r"config\['rope_theta'\] must be > 1 \(the frequencies base \*\* \(-2i / d\) must decrease\), got -1.0$"),
+    ({"head_dim": 8, "rope_parameters": {"rope_theta": 0.5}}, {}, ValueError,
+     r"config rope parameter 'rope_theta' must be > 1 \(the frequencies base \*\* \(-2i / d\) must decrease\), got 0.5$"),
+    ({"head_dim": 8}, {"default_base": 1.0}, ValueError, r"config\['rope_theta'\] must be > 1"),
     ({"head_dim": 8, "rope_parameters": {"a": {}, "b": {}}}, {}, ValueError,
      r"config's rope_parameters are nested by layer type \('a', 'b'\): pass layer_type$"),
     ({"head_dim": 8, "rope_parameters": {"a": {}, "b": {}}}, {"layer_type": "c"}, ValueError,
@@ -515,3 +521,103 @@ def test_reader_reads_the_rest_of_each_type():
                                 "rope_scaling": {"type": "dynamic", "factor": 3.0}})
     assert rope.scaling == cpe.DynamicNTKScaling(3.0, 100) and rope.rope_type == "dynamic"
     assert rope_config_from_hf({"head_dim": 8, "rope_parameters": {"mrope_section": [1, 1, 2]}}).mrope_section == (1, 1, 2)
+
+
+# ----------------------------------------------------------------------------- red team 2: S3 and D2
+
+
+def test_rope_scaling_beside_rope_parameters_is_read_as_transformers_reads_it_or_refused():
+    """S3: with both keys course_pe read rope_parameters and silently dropped rope_scaling; transformers does the
+    opposite (``rope_scaling or rope_parameters``) and then loses rope_parameters' base. Both keys, non-empty:
+    the same RoPE either way is accepted (and equals transformers), different ones are refused naming both keys."""
+    base = {"hidden_size": 512, "num_attention_heads": 8, "max_position_embeddings": 32768}
+    # the model-card case: a transformers-5 config.json with a YaRN block added by hand
+    card = {**base, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+            "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
+    assert LlamaConfig(**copy.deepcopy(card)).rope_parameters["rope_type"] == "yarn"  # transformers' choice
+    assert LlamaConfig(**copy.deepcopy(card)).rope_parameters["rope_theta"] == 10000.0  # ... and its lost base
+    with pytest.raises(ValueError, match=r"^config has both 'rope_parameters' and 'rope_scaling', and they describe "
+                                         r"different RoPEs: rope_parameters gives rope_type 'default' with base 1e\+06, "
+                                         r"rope_scaling gives rope_type 'yarn' with base 10000, YaRNScaling\(factor=4.0"):
+        rope_config_from_hf(card)
+    different_factors = {**base, "rope_parameters": {"rope_type": "linear", "factor": 2.0},
+                         "rope_scaling": {"rope_type": "linear", "factor": 4.0}}
+    with pytest.raises(ValueError, match=r"LinearScaling\(factor=2.0\), rope_scaling gives .*LinearScaling\(factor=4.0\)"
+                                         r".*transformers 5.23 uses rope_scaling"):
+        rope_config_from_hf(different_factors)
+    # the same RoPE in both keys (the base at the top level, where transformers takes it from): accepted, = HF
+    same = {**base, "rope_theta": 5e5, "rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5e5},
+            "rope_scaling": {"type": "linear", "factor": 4.0}}
+    assert rope_config_from_hf(same).scaling == cpe.LinearScaling(4.0) and rope_config_from_hf(same).base == 5e5
+    assert_same_frequencies(same, blend=0.0)
+    # an empty or null block is absent, on either side, as in transformers (`rope_scaling or rope_parameters`)
+    for config in ({**base, "rope_parameters": {}, "rope_scaling": {"type": "linear", "factor": 4.0}},
+                   {**base, "rope_parameters": None, "rope_scaling": {"type": "linear", "factor": 4.0}},
+                   {**base, "rope_parameters": {"rope_type": "linear", "factor": 4.0}, "rope_scaling": {}},
+                   {**base, "rope_parameters": {"rope_type": "linear", "factor": 4.0}, "rope_scaling": None}):
+        assert rope_config_from_hf(config).scaling == cpe.LinearScaling(4.0), config
+        assert_same_frequencies(config, blend=0.0)
+
+
+def test_nested_configs_follow_transformers_except_truncate():
+    """D2: in a config nested by layer type transformers ignores a top-level original_max_position_embeddings (so
+    does course_pe now; it used to let it win, as for a flat config) and reads YaRN's truncate from the top level of
+    rope_parameters, where a nested config never has it (course_pe reads the layer's own, documented)."""
+    base = {"hidden_size": 2560, "num_attention_heads": 8, "head_dim": 256, "max_position_embeddings": 131072,
+            "layer_types": ["sliding_attention", "full_attention"], "num_hidden_layers": 2}
+    yarn = {"rope_type": "yarn", "factor": 8.0, "rope_theta": 1e6}
+    nested = {**base, "original_max_position_embeddings": 4096,
+              "rope_parameters": {"full_attention": {**yarn, "original_max_position_embeddings": 16384},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}
+    assert rope_config_from_hf(nested, layer_type="full_attention").scaling.original_max_positions == 16384
+    assert_same_frequencies(nested, cls=Gemma3TextConfig, layer_type="full_attention")
+    without = {**nested, "rope_parameters": {**nested["rope_parameters"], "full_attention": yarn}}
+    assert rope_config_from_hf(without, layer_type="full_attention").scaling.original_max_positions == 131072
+    assert_same_frequencies(without, cls=Gemma3TextConfig, layer_type="full_attention")
+    # a flat config keeps Phi-3's rule: the top-level value wins
+    flat = {**base, "original_max_position_embeddings": 4096,
+            "rope_parameters": {**yarn, "original_max_position_embeddings": 16384}}
+    assert rope_config_from_hf(flat).scaling.original_max_positions == 4096
+    # truncate: false in a nested layer is honoured here, ignored by transformers (which then truncates)
+    untruncated = {**base, "rope_parameters": {"full_attention": {**yarn, "truncate": False},
+                                               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}
+    rope = rope_config_from_hf(untruncated, layer_type="full_attention")
+    assert rope.scaling.truncate is False
+    theirs, _ = hf_frequencies(untruncated, cls=Gemma3TextConfig, layer_type="full_attention")
+    truncated = rope_config_from_hf({**untruncated, "rope_parameters": {**untruncated["rope_parameters"],
+                                                                         "full_attention": yarn}},
+                                    layer_type="full_attention")
+    assert torch.equal(theirs, truncated.frequencies(angle_dtype=torch.float32)[0])  # transformers truncated
+    assert not torch.equal(theirs, rope.frequencies(angle_dtype=torch.float32)[0])  # course_pe did not
+
+
+# ----------------------------------------------------------------------------- red team 2: D1
+
+
+def test_dynamic_ntk_over_a_series_of_calls():
+    """D1: transformers' dynamic module keeps the frequencies of the longest input so far until an input shorter
+    than the original length arrives; course_pe's depend on the current call. Each single call is equal bit for bit
+    in float32 mode; a series is equal when course_pe is given transformers' longest length (the recipe of the
+    RotaryEmbedding docstring), and differs (by a lot) without it where the docstring says."""
+    original = 512
+    config = {"hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": original, "rope_theta": 10000.0,
+              "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}
+    theirs = LlamaRotaryEmbedding(LlamaConfig(**copy.deepcopy(config)))
+    rope = rope_config_from_hf(config)
+    ours = rope.rotary_embedding(layout="half", angle_dtype=torch.float32)
+    generator = torch.Generator().manual_seed(0)
+    longest, differences = original, []
+    for length in (1000, 800, 600, 400, 1000, 512, 700, 513, 1500, 512, 511, 600):
+        q = torch.randn(1, 4, length, 64, generator=generator)
+        cos, sin = theirs(q, torch.arange(length)[None])
+        expected, _ = apply_rotary_pos_emb(q, q, cos, sin)
+        longest = length if length > longest else (original if length < original else longest)
+        assert torch.equal(ours(q, seq_len=longest), expected), length  # the documented recipe
+        fresh = LlamaRotaryEmbedding(LlamaConfig(**copy.deepcopy(config)))  # a single call, no history
+        single, _ = apply_rotary_pos_emb(q, q, *fresh(q, torch.arange(length)[None]))
+        assert torch.equal(ours(q), single), length
+        differences.append((length, float((ours(q) - expected).abs().max())))
+    # the history matters exactly where the docstring says: a length between the original and an earlier, longer one
+    changed = [length for length, difference in differences if difference > 0]
+    assert changed == [800, 600, 512, 700, 513, 512], differences
+    assert max(difference for _, difference in differences) > 1.0

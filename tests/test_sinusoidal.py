@@ -317,3 +317,16 @@ def test_huge_tables_are_refused_before_allocation(monkeypatch):
         SinusoidalPositionalEncoding(1000, max_len=10**12)
     with pytest.raises(MemoryError, match=r"^d_model: a 2000000 x 2000000 matrix would need"):
         shift_matrix(1, 2 * 10**6)
+
+
+def test_shift_matrix_offsets_beyond_2_53_are_refused_not_rounded():
+    """Red team 2, S1: shift_matrix(2**53 + 1, d) was shift_matrix(2**53, d) without a word (cos/sin entries off
+    by up to 0.96 against mpmath); like every position in the library, |k| <= 2**53 is accepted, beyond is refused."""
+    from course_pe.sinusoidal import MAX_POSITION
+
+    assert MAX_POSITION == 2**53
+    for k in (2**53, -(2**53), float(2**53), 12345.5, np.int64(2**53)):
+        assert shift_matrix(k, 8).shape == (8, 8)
+    for k in (2**53 + 1, -(2**53) - 1, 10**17 + 3, 10**30, 2.0**60, -1e300, np.uint64(2**63)):
+        with pytest.raises(ValueError, match=r"^k must lie in \[-2\*\*53, 2\*\*53\]"):
+            shift_matrix(k, 8)

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 import torch
 
+import course_pe as cpe
 from course_pe import CopyTask, LinearScaling, MarkovTask, NTKScaling, TinyTransformer, TrainConfig, YaRNScaling, train
 from course_pe.training import (
     DATA_SEED_OFFSET,
@@ -146,3 +147,56 @@ def test_evaluate_seeds_is_evaluate_by_position_per_model():
         assert torch.equal(report.loss, ref.loss)
     with pytest.raises(TypeError):
         evaluate_seeds(models[0], task, 10)
+
+
+# ----------------------------------------------------------------------------- red team 2, S2: configurations that differ
+
+
+def tiny_rope(seed, **kwargs):
+    torch.manual_seed(seed)
+    return TinyTransformer(10, d_model=16, num_heads=2, num_layers=1, position="rope", max_positions=32, **kwargs)
+
+
+@pytest.mark.parametrize("first,second,attribute", [
+    (dict(causal=True), dict(causal=False), r"\.causal: True vs False"),
+    (dict(rope_layout="interleaved"), dict(rope_layout="half"), r"\.blocks\.0\.attn\.rotary\.layout: 'interleaved' vs 'half'"),
+    (dict(scale_embeddings=False), dict(scale_embeddings=True), r"\.scale: 1\.0 vs 4\.0"),
+    (dict(rope_scaling=cpe.DynamicNTKScaling(2.0, 16)), dict(rope_scaling=cpe.DynamicNTKScaling(8.0, 16)),
+     r"\.blocks\.0\.attn\.rotary\.scaling: DynamicNTKScaling\(factor=2\.0.* vs DynamicNTKScaling\(factor=8\.0.*depends on "
+     r"the current length"),
+    (dict(rope_scaling=None), dict(rope_scaling=cpe.LongRoPEScaling([1.0] * 4, [2.0] * 4, 16)),
+     r"\.blocks\.0\.attn\.rotary\.\w+: .* vs .*depends on the current length"),
+])
+def test_models_configured_differently_are_refused(first, second, attribute):
+    """S2: train_seeds ran models[1:] with the attributes of models[0] (causal, layout, embedding scale, a dynamic
+    scaling) and returned losses up to 0.18 away from separate train() calls, without a word."""
+    config = TrainConfig(steps=3, batch_size=4, seq_len=6, warmup=1, log_every=1)
+    with pytest.raises(ValueError, match=r"^models\[1\] is configured differently from models\[0\] \(" + attribute):
+        train_seeds([tiny_rope(1, **first), tiny_rope(2, **second)], CopyTask(8), config, [11, 12], progress=False)
+
+
+def test_a_cache_rebuilt_from_the_first_models_scaling_is_refused():
+    """S2: different fixed scalings train together while the cos/sin caches cover the input (stacked buffers); an
+    input longer than the cache used to rebuild every model's cache from models[0]'s scaling (loss off by 0.0088)."""
+    config = TrainConfig(steps=2, batch_size=2, seq_len=40, warmup=1)  # 81 positions > max_positions = 32
+    models = [tiny_rope(1, rope_scaling=cpe.LinearScaling(4.0)), tiny_rope(2)]
+    with pytest.raises(ValueError, match=r"^RotaryEmbedding: the models trained together have different cos/sin caches "
+                                         r"\(different RoPE scalings\), and this input needs positions up to 80, beyond "
+                                         r"the 32 cached"):
+        train_seeds(models, CopyTask(8), config, [11, 12], progress=False)
+
+
+@pytest.mark.parametrize("scaling", [None, cpe.DynamicNTKScaling(2.0, 16),
+                                     cpe.LongRoPEScaling([1.0, 1.5, 2.0, 3.0], [2.0, 4.0, 8.0, 16.0], 16)])
+def test_identical_models_grow_their_caches_and_scale_with_the_length(scaling):
+    """Identical configurations may need new cos/sin rows or length-dependent frequencies in the forward pass: each
+    call computes them (from the shared attributes) and equals separate train() calls."""
+    torch.set_num_threads(1)
+    task = CopyTask(8)
+    config = TrainConfig(steps=4, batch_size=4, seq_len=20, warmup=1, lr=3e-3)  # 41 positions > 32 cached, > 16
+    make = lambda: TinyTransformer(task.vocab_size, d_model=16, num_heads=2, num_layers=1, position="rope",
+                                   max_positions=32, causal=True, rope_scaling=scaling)
+    _, reference = separate_runs(make, task, config, [0, 1])
+    result = train_seeds(init_seeds(make, [0, 1]), task, config, [seed_streams(0)[1], seed_streams(1)[1]],
+                         progress=False)
+    torch.testing.assert_close(result.losses, reference, rtol=2e-4, atol=2e-5)

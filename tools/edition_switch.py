@@ -93,10 +93,10 @@ def add_chinese_assets(app: Sphinx) -> None:
         app.add_js_file(None, body=_KEEP_PUNCTUATION_JS)
         note = site_labels(app).get(("theme", TABLE_NOTE))
         if note:  # the note under a table wider than the column (tools/book_site_static/book_site_layout.js)
-            app.add_js_file(None, body=f"window.BOOK_SITE_TABLE_NOTE = {json.dumps(note)};")
+            app.add_js_file(None, body=f"window.BOOK_SITE_TABLE_NOTE = {json.dumps(note, ensure_ascii=False)};")
         word = site_labels(app).get(("theme", "Proof"))
         if word:
-            app.add_js_file(None, body=_PROOF_JS % json.dumps(word))
+            app.add_js_file(None, body=_PROOF_JS % json.dumps(word, ensure_ascii=False))
 
 
 def is_chinese(app: Sphinx) -> bool:

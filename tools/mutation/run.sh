@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Mutation testing of the five core modules with mutmut (pinned below), in a temporary copy of the repository:
+# Mutation testing of the core modules (setup.cfg) with mutmut (pinned below), in a temporary copy of the repository:
 # the working tree is never mutated. Usage: tools/mutation/run.sh [PYTHON] [WORKDIR] [MUTANT-GLOB...]
 # One child process (the course machines are shared); about 20 minutes for all mutants on one core.
 set -euo pipefail
 MUTMUT_VERSION=3.8.1
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 python="${1:-$here/.venv/bin/python}"
+# absolute (without resolving the venv's symlink): the run happens in $work, and mutmut sits beside this python
+case "$python" in /*) ;; *) python="$PWD/$python" ;; esac
 work="${2:-$(mktemp -d -t course_pe_mutation.XXXXXX)}"
 shift $(( $# > 2 ? 2 : $# ))
 "$python" -m pip show mutmut 2>/dev/null | grep -qx "Version: $MUTMUT_VERSION" \
