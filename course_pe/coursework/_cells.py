@@ -34,8 +34,9 @@ The rules (what :func:`select_cells` returns, in notebook order):
 Threads: CPython 3.11's ``ast.parse`` keeps the depth counter of its AST constructor in state that all threads of
 the interpreter share, so two threads parsing at once can fail with ``SystemError: AST constructor recursion depth
 mismatch`` (when the garbage collector runs Python code in the middle of a parse and another thread takes over; the
-grader's folder mode grades in threads). Every parse in this module, and in the grader's process, goes through
-:func:`parse`, which holds :data:`PARSE_LOCK`.
+grader's folder mode grades in threads). Every parse in this module and in the grader's own code goes through
+:func:`parse`, which holds :data:`PARSE_LOCK`; while threads grade, :class:`serialised_parsing` makes every other
+``ast.parse`` of the process (NumPy's, ``inspect``'s) hold it too.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 __all__ = ["DEFINERS_PER_FUNCTION", "MAX_ANSWER_CELLS", "MAX_NAMES", "PARSE_LOCK", "SETUP_NAMES", "Selection",
-           "analyse", "parse", "select_cells"]
+           "analyse", "parse", "select_cells", "serialised_parsing"]
 
 #: at most this many cells run for one submission
 MAX_ANSWER_CELLS = 40
@@ -69,13 +70,45 @@ IPYTHON_NAMES = frozenset({"get_ipython", "display", "In", "Out", "exit", "quit"
 PROVIDED = SETUP_NAMES | IPYTHON_NAMES
 _IDENTIFIER = re.compile(r"[^\d\W]\w*")
 #: held by every :func:`parse` (``ast.parse`` is not thread-safe in CPython 3.11: see the module docstring)
-PARSE_LOCK = threading.Lock()
+PARSE_LOCK = threading.RLock()
+_INSTALL_LOCK = threading.Lock()
+_installed = 0
 
 
 def parse(source: str) -> ast.Module:
     """``ast.parse(source)``, never at the same time as another :func:`parse` of this process (any thread)."""
     with PARSE_LOCK:
         return ast.parse(source)
+
+
+class serialised_parsing:
+    """While this context lasts, every ``ast.parse`` of the process holds :data:`PARSE_LOCK`, also in code that is not
+    ours and that grading threads run: NumPy reads each answer's ``.npy`` header with ``ast.literal_eval``, and
+    ``inspect.signature`` parses the text signature of builtins (``numpy.ma`` does it when imported). It replaces
+    ``ast.parse`` (which ``ast.literal_eval`` calls) by a locked wrapper and puts the previous one back at the end;
+    contexts may nest and overlap across threads."""
+
+    def __enter__(self) -> "serialised_parsing":
+        global _installed
+        with _INSTALL_LOCK:
+            if _installed == 0:
+                previous = ast.parse
+
+                def locked(*args, **kwargs):  # type: ignore[no-untyped-def]
+                    with PARSE_LOCK:
+                        return previous(*args, **kwargs)
+
+                locked.course_pe_previous = previous  # type: ignore[attr-defined]
+                ast.parse = locked  # type: ignore[assignment]
+            _installed += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _installed
+        with _INSTALL_LOCK:
+            _installed -= 1
+            if _installed == 0 and hasattr(ast.parse, "course_pe_previous"):
+                ast.parse = ast.parse.course_pe_previous  # type: ignore[attr-defined]
 
 
 @dataclass

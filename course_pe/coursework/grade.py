@@ -68,7 +68,7 @@ from .._validation import (
     check_str,
     check_str_sequence,
 )
-from ._cells import MAX_ANSWER_CELLS, Selection, select_cells
+from ._cells import MAX_ANSWER_CELLS, Selection, select_cells, serialised_parsing
 from .exercises import EXERCISES, GRADING_SETUP, Case, CheckReport, Outcome, chapters, exercises_for_chapter, judge
 from .gradebook import Gradebook
 from .names import derive_name, validate_name
@@ -791,6 +791,7 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM,)}
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
     futures: dict[Future, Intake] = {}
+    parsing = serialised_parsing().__enter__()  # ast.parse is not thread-safe (CPython 3.11): see _cells
     try:
         try:
             futures = {pool.submit(one, e): e for e in to_grade}
@@ -823,6 +824,8 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
                     wait([f for f in futures if not f.done()], timeout=0.25)
                     kill_all()
             pool.shutdown(wait=not interrupted, cancel_futures=True)
+            if all(f.done() for f in futures):  # (else a worker is still returning: the lock stays installed)
+                parsing.__exit__(None, None, None)
             allow_new()
             os.close(dir_fd)
             book.export()

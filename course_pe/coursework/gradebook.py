@@ -70,6 +70,8 @@ class Gradebook:
         """Make sure that the gradebook folder and its database belong to the grader's user and that nobody else can
         write them (see the module docstring): create the folder (0700) when ``create`` and it is missing, make an
         existing one private, and raise ``ValueError`` naming the problem otherwise."""
+        if not isinstance(create, bool):
+            raise TypeError(f"create must be a bool, got {type(create).__name__}")
         euid = os.geteuid()
         if not os.path.lexists(self.folder):
             _check_above(Path(os.path.abspath(self.folder)))

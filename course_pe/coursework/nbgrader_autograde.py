@@ -66,8 +66,13 @@ class SandboxedExecute(NbGraderPreprocessor):
 
     def __init__(self, *, cell_timeout: float | None = None, call_timeout: float | None = None,
                  timeout: float | None = None, isolation: str | None = None, **kwargs: Any) -> None:
-        given = {k: v for k, v in (("cell_timeout", cell_timeout), ("call_timeout", call_timeout),
-                                   ("timeout", timeout), ("isolation", isolation)) if v is not None}
+        from .._validation import check_choice, check_float
+
+        # checked here, as given (the traits would turn b"full" into "full" and refuse 1+2j with a TraitError)
+        given: dict[str, Any] = {k: check_float(k, v, minimum=0.0, strict_minimum=True) for k, v in (
+            ("cell_timeout", cell_timeout), ("call_timeout", call_timeout), ("timeout", timeout)) if v is not None}
+        if isolation is not None:
+            given["isolation"] = check_choice("isolation", isolation, ("", "full", "limited"))
         super().__init__(**kwargs, **given)
 
     @validate("cell_timeout", "call_timeout", "timeout")
@@ -200,6 +205,8 @@ def html_is_inert(text: str) -> list[str]:
     """What in the HTML ``text`` could run code or load something in a reader's browser (tags and attributes outside
     :data:`SAFE_TAGS` and :data:`SAFE_ATTRIBUTES`, URLs other than relative, http(s), mailto and attachments, MathJax
     ``\\href``/``\\url`` to another scheme); an empty list when nothing does."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
     inspector = _Inspector()
     inspector.feed(text)
     inspector.close()
@@ -234,12 +241,24 @@ class SanitizeWrittenAnswers(NbGraderPreprocessor):
     it is. Cells that nbgrader restores from the instructor's source (locked, graded and not solution) are left
     alone. Runs during ``nbgrader autograde`` (see :func:`course_pe.coursework.nbgrader_release.config_source`)."""
 
+    def __init__(self, *, config: Any = None, **kwargs: Any) -> None:
+        if config is not None:
+            from traitlets.config import Config
+
+            if not isinstance(config, Config):
+                raise TypeError(f"config must be a traitlets Config, got {type(config).__name__}")
+            kwargs["config"] = config
+        super().__init__(**kwargs)
+
     def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:
-        """Sanitise ``nb``'s student-written cells in place; ``resources`` is nbgrader's (unused)."""
+        """Sanitise ``nb``'s student-written cells in place; ``resources``: nbgrader's dict (the student's name, for
+        the log)."""
         from nbconvert.exporters import HTMLExporter
 
         if not isinstance(nb, nbformat.NotebookNode) or not isinstance(getattr(nb, "cells", None), list):
             raise TypeError(f"nb must be an nbformat notebook, got {type(nb).__name__}")
+        if not isinstance(resources, dict):
+            raise TypeError(f"resources must be a dict, got {type(resources).__name__}")
         exporter = HTMLExporter()
         changed = 0
         for cell in nb.cells:
@@ -263,6 +282,6 @@ class SanitizeWrittenAnswers(NbGraderPreprocessor):
                     changed += 1
         if changed:
             self.log.warning("%s: %d written cell(s) shown as text (they held HTML or links that could run code in "
-                             "the Formgrader)", resources.get("nbgrader", {}).get("student", "a student")
-                             if isinstance(resources, dict) else "a student", changed)
+                             "the Formgrader)", (resources.get("nbgrader") or {}).get("student", "a student")
+                             if isinstance(resources.get("nbgrader"), dict) else "a student", changed)
         return nb, resources

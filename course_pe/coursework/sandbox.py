@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from . import _child
+from ._cells import PARSE_LOCK
 from .grading_build import grading_build, package_folder, remove_work_root, repository_root, work_root
 
 __all__ = ["Containment", "Sandbox", "SandboxDied", "SandboxLimits", "SandboxTimeout", "allow_new", "containment",
@@ -994,7 +995,8 @@ class Sandbox:
         if status == "ok":
             data = self._read_frame(deadline, self.limits.answer_bytes + 4096)
             try:
-                value = _child.npy_load(data, self.limits.answer_bytes)
+                with PARSE_LOCK:  # NumPy parses the header with ast.literal_eval, not thread-safe (see _cells)
+                    value = _child.npy_load(data, self.limits.answer_bytes)
             except ValueError as exc:
                 return Outcome("invalid", error=f"the answer could not be read ({exc})")
             return Outcome("ok", value)
