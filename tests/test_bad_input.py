@@ -1234,6 +1234,19 @@ REGISTRY: dict[str, Case] = {
         call=lambda **kw: Gradebook(_GRADEBOOK_DIR.name).graded(**kw),
         extremes=[dict(assignment=""), dict(assignment="no such assignment")],
     ),
+    "gradebook.Gradebook.check": Case(
+        Gradebook.check, lambda: dict(create=True),
+        {"create": st.sampled_from([None, 1, "yes", [True]])},
+        call=lambda **kw: Gradebook(_GRADEBOOK_DIR.name).check(**kw),
+        extremes=[dict(create=False)],
+    ),
+    "gradebook.Gradebook.same_student": Case(
+        Gradebook.same_student, lambda: dict(assignment="relative", student="ada"),
+        {"assignment": st.sampled_from([None, 3, b"relative", ["relative"]]),
+         "student": st.sampled_from([None, 3, b"ada", ["ada"]])},
+        call=lambda **kw: Gradebook(_GRADEBOOK_DIR.name).same_student(**kw),
+        extremes=[dict(student=""), dict(student="ADA"), dict(assignment="no such assignment")],
+    ),
     # -------------------------------------------------------------- sandbox (constructors only, and one shared child)
     "sandbox.SandboxLimits": Case(
         SandboxLimits, lambda: dict(),
@@ -1258,6 +1271,15 @@ REGISTRY: dict[str, Case] = {
         {"source": st.sampled_from([None, 3, b"y = 1", ["y = 1"]]), "timeout": bad_float(0.0, strict=False)},
         call=lambda **kw: _sandbox().run_cell(**kw),
         extremes=[dict(source=""), dict(source="raise ValueError('no')"), dict(timeout=LONG)],
+        examples=15,
+    ),
+    "sandbox.Sandbox.select": Case(
+        Sandbox.select, lambda: dict(sources=["x = 1", "def f():\n    return x"], functions=["f"], limit=40, timeout=600),
+        {"sources": st.sampled_from([None, "x = 1", [3], (["x"],), b"x"]),
+         "functions": st.sampled_from([None, "f", [3], [b"f"]]),
+         "limit": bad_int(1), "timeout": bad_float(0.0, strict=False)},
+        call=lambda **kw: _sandbox().select(**kw),
+        extremes=[dict(sources=[]), dict(functions=[]), dict(limit=1), dict(sources=["%%time\n)"] * 3)],
         examples=15,
     ),
     "sandbox.Sandbox.call": Case(
@@ -1645,6 +1667,25 @@ REGISTRY.update({
         {"cell_timeout": bad_float(0.0), "call_timeout": bad_float(0.0), "timeout": bad_float(0.0),
          "isolation": st.sampled_from([3, "half", ["full"], b"full"])},
         extremes=[dict(timeout=1e-3, isolation="limited"), dict(cell_timeout=LONG, isolation="")],
+    ),
+    "nbgrader_autograde.SanitizeWrittenAnswers": Case(
+        nbgrader_autograde.SanitizeWrittenAnswers, lambda: dict(),
+        {"config": st.sampled_from([3, "x", {"a": 1}, ["c"]])},
+        extremes=[dict(config=None)],
+    ),
+    "nbgrader_autograde.SanitizeWrittenAnswers.preprocess": Case(
+        nbgrader_autograde.SanitizeWrittenAnswers.preprocess,
+        lambda: dict(nb=nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("<script>x</script>")]),
+                     resources={}),
+        {"nb": st.sampled_from([None, "nb", {"cells": []}, 3]), "resources": st.sampled_from([None, "r", [1]])},
+        call=lambda **kw: nbgrader_autograde.SanitizeWrittenAnswers().preprocess(**kw),
+        extremes=[dict(nb=nbformat.v4.new_notebook(), resources={"nbgrader": {"student": "../x"}}),
+                  dict(resources={"nbgrader": None})],
+    ),
+    "nbgrader_autograde.html_is_inert": Case(
+        nbgrader_autograde.html_is_inert, lambda: dict(text="<p>ok</p>"),
+        {"text": st.sampled_from([None, 3, b"<p>", ["<p>"]])},
+        extremes=[dict(text=""), dict(text="<" * 10_000), dict(text="<script>" * 1000)],
     ),
     "nbgrader_autograde.SandboxedExecute.preprocess": Case(
         nbgrader_autograde.SandboxedExecute.preprocess,

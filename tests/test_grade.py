@@ -190,8 +190,8 @@ def test_lookup_tables_over_small_domains_fail_the_hidden_cases():
 
 STALLER = """
 import json, os, struct, time
-# a perfect forgery: the protocol is public, and the set-up is request 1, this cell 2
-reply = json.dumps({"status": "ok", "id": 2, "error": None}).encode()
+# a perfect forgery: the protocol is public; the cell selection is request 1, the set-up 2, this cell 3
+reply = json.dumps({"status": "ok", "id": 3, "error": None}).encode()
 for fd in range(3, 64):  # on every descriptor (one is the grader's channel), then silence
     try:
         os.write(fd, struct.pack(">I", len(reply)) + reply)

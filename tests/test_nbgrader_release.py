@@ -328,6 +328,32 @@ for path in glob.glob("COURSE/submitted/*/all/*.ipynb") + glob.glob("../../*/all
     except OSError:
         pass
 """
+def _live_handlers_and_scripts(page: str) -> list[str]:
+    """The event-handler attributes of a page's tags, and its scripts that mention ``alert`` (the page's own scripts,
+    MathJax and require.js, do not)."""
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class Parser(HTMLParser):
+        in_script = False
+
+        def handle_starttag(self, tag, attrs):
+            found.extend(f"{tag} {name}" for name, _ in attrs if name.startswith("on"))
+            self.in_script = tag == "script"
+
+        def handle_endtag(self, tag):
+            self.in_script = False
+
+        def handle_data(self, data):
+            if self.in_script and "alert(" in data:
+                found.append("script: " + data[:80])
+
+    Parser().feed(page)
+    return found
+
+
+WRITTEN_XSS = '<img src=x onerror="alert(document.cookie)"><script>alert(3)</script>'
 LIBRARY_T5 = ("def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):\n"
               "    return cpe.t5_relative_position_bucket(relative_position, bidirectional=bidirectional,\n"
               "                                           num_buckets=num_buckets, max_distance=max_distance)\n")
@@ -375,7 +401,9 @@ def test_nbgrader_round_trip(tmp_path):
         "zed": {"relative": {"t5_bucket-answer": "try:\n    exec(" + repr(GRADEBOOK_VANDAL.replace("COURSE", str(course))
                                                                        + MONKEYPATCH) + ")\nexcept Exception:\n"
                                                  "    pass\n" + LIBRARY_T5,
-                             "alibi_slopes-answer": VISIBLE_ONLY_SLOPES}},
+                             "alibi_slopes-answer": VISIBLE_ONLY_SLOPES,
+                             # red team 2, I4: HTML in a written answer, for the instructor's Formgrader
+                             "ex-relative-shaw-count-answer": WRITTEN_XSS}},
     }
     submitted: dict[Path, str] = {}
     for student, by_chapter in submissions.items():
@@ -392,7 +420,8 @@ def test_nbgrader_round_trip(tmp_path):
             nbformat.write(nb, target)
             submitted[target] = target.read_text()
 
-    _nbgrader(course, "autograde", "all")
+    # red team 2, I7: a limit given on nbgrader's command line arrives as text
+    _nbgrader(course, "autograde", "all", "--SandboxedExecute.cell_timeout=120")
 
     assert {p: p.read_text() for p in submitted} == submitted  # nobody's submitted notebook was touched
     code_points = {c: sum(1 for ex in EXERCISES.values() if ex.chapter == c) for c in chapters}
@@ -410,6 +439,20 @@ def test_nbgrader_round_trip(tmp_path):
     zed = (course / "autograded" / "zed" / "all" / "relative.ipynb").read_text()
     assert "course_pe.t5.t5_relative_position_bucket is not available" in zed  # attack 44
     assert "hidden case" in zed  # attack 43: the book's examples, hard-coded, pass; a hidden case fails
+
+    # I4: zed's written answer is shown as text in the Formgrader (the autograded notebook) and on the feedback page
+    from nbconvert.exporters import HTMLExporter
+
+    from course_pe.coursework.nbgrader_autograde import html_is_inert
+
+    zed_nb = nbformat.read(course / "autograded" / "zed" / "all" / "relative.ipynb", as_version=4)
+    written = [c for c in zed_nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex-relative-shaw-count-answer"]
+    assert len(written) == 1 and "alert(document.cookie)" in written[0].source
+    assert html_is_inert(HTMLExporter().markdown2html({"cell": written[0]}, written[0].source)) == []
+    _nbgrader(course, "generate_feedback", "all", "--student", "zed", "--notebook", "relative")
+    feedback = (course / "feedback/zed/all/relative.html").read_text(encoding="utf-8")
+    assert "alert(document.cookie)" in feedback  # shown, as text
+    assert _live_handlers_and_scripts(feedback) == []
 
     _nbgrader(course, "generate_feedback", "all", "--student", "bob", "--notebook", "relative")
     page = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback/bob/all/relative.html").read_text(encoding="utf-8")))

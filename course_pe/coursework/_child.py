@@ -42,6 +42,10 @@ HEADER = struct.Struct(">I")
 REQUEST_LIMIT = 64 * 2**20
 #: the mark of a removed library function in the grading build's error message
 UNAVAILABLE_MARK = "is not available while your function is graded"
+#: at most this many names in a reply to "select" (the names the selected cells read that no cell defines)
+SELECT_NAMES = 50
+#: the cell analysis (``_cells.py``, loaded by the zygote from beside this file; standard library only)
+_CELLS: Any = None
 
 
 # --------------------------------------------------------------------------- frames and arrays (both sides)
@@ -320,6 +324,33 @@ def _recv_request(sock: Any, limit: int) -> tuple[bytes, list[int]]:
     return data, fds
 
 
+def _load_cells() -> Any:  # pragma: no cover - runs in the zygote
+    """The module ``_cells.py`` beside this file, loaded by path (this process never imports ``course_pe``)."""
+    import importlib.util
+
+    name = "course_pe_grading_cells"
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                     "_cells.py"))
+    if spec is None or spec.loader is None:
+        raise ImportError("the cell analysis (_cells.py) cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def select_reply(sources: Any, functions: Any, limit: Any) -> dict[str, Any]:
+    """The reply to a "select" request: which cells run (see ``_cells.select_cells``), checked and bounded."""
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources) or \
+            not isinstance(functions, list) or not all(isinstance(f, str) for f in functions) or \
+            not isinstance(limit, int):
+        return {"status": "error", "error": "an invalid select request"}
+    selection = _CELLS.select_cells(sources, functions, limit)
+    names = [n for n in selection.unresolved if len(n) <= 100][:SELECT_NAMES]
+    return {"status": "ok", "error": None, "cells": selection.cells, "unresolved": names,
+            "truncated": bool(selection.truncated)}
+
+
 def _reap(*_: Any) -> None:
     while True:
         try:
@@ -340,6 +371,8 @@ def zygote_main(config: dict[str, Any]) -> None:  # pragma: no cover - runs as i
         os._exit(0)  # the grader died before the death signal was set
     sys.path[:] = [p for p in sys.path if p] + list(config["site"])
     control = socket.socket(fileno=int(config["control"]))
+    global _CELLS
+    _CELLS = _load_cells()
     import numpy  # noqa: F401
     import torch
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
@@ -581,16 +614,22 @@ def _serve(shell: Any, fd_in: int, fd_out: int) -> None:  # pragma: no cover - t
             os._exit(0)
         op = request.get("op")
         arrays = []
-        if op == "call":
-            try:
+        sources = None
+        try:
+            if op == "call":
                 for spec in request["args"]:
                     if spec["kind"] != "value":
                         arrays.append(npy_load(_read_request(fd_in), REQUEST_LIMIT))
-            except Exception:  # noqa: BLE001
-                os._exit(0)
+            elif op == "select":
+                sources = json.loads(_read_request(fd_in).decode("utf-8"))
+        except Exception:  # noqa: BLE001
+            os._exit(0)
         payload = None
         try:
-            if op == "run":
+            if op == "select":  # before any of the submission's code has run in this process
+                reply = select_reply(sources, request.get("functions"), request.get("limit"))
+                sources = None
+            elif op == "run":
                 result = shell.run_cell(request["source"], store_history=False, silent=True)
                 exc = result.error_before_exec or result.error_in_exec
                 reply = {"status": "ok"} if exc is None else {"status": "error", "error": _exception_text(exc)[:300]}

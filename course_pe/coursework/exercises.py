@@ -306,6 +306,22 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
+def _fmt_pair(expected: Any, got: Any) -> tuple[str, str]:
+    """``expected`` and ``got`` printed with enough significant digits (6 to 17) to show that they differ:
+    ``expected 2, got 2.000001``, never ``expected 2, got 2``."""
+    if isinstance(expected, (float, np.floating)) or isinstance(got, (float, np.floating)):
+        try:
+            e, g = float(expected), float(got)
+        except (TypeError, ValueError):
+            return _fmt(expected), _fmt(got)
+        for digits in (6, 9, 12, 17):
+            shown = f"{e:.{digits}g}", f"{g:.{digits}g}"
+            if shown[0] != shown[1]:
+                return shown
+        return shown
+    return _fmt(expected), _fmt(got)
+
+
 def _short(a: np.ndarray, around: int | None = None, limit: int = 6) -> str:
     """A preview: shape, dtype and ``limit`` entries of the flattened array, starting a little before entry
     ``around`` (the first difference) so that the entries shown include it."""
@@ -379,9 +395,10 @@ def _difference(case: Case, got: np.ndarray) -> tuple[str, int | None] | None:
     where = f" at {_where(case, index)}" if index else ""
     n_bad = int(np.count_nonzero(bad))
     total = f" ({n_bad} of {e.size} entries differ)" if e.ndim else ""
+    shown_e, shown_g = _fmt_pair(e[index], got[index])
     if case.exact:
-        return f"value{where}: expected {_fmt(e[index])}, got {_fmt(got[index])}{total}", flat
-    return (f"value{where}: expected {_fmt(e[index])}, got {_fmt(got[index])} (difference "
+        return f"value{where}: expected {shown_e}, got {shown_g}{total}", flat
+    return (f"value{where}: expected {shown_e}, got {shown_g} (difference "
             f"{abs(g[index] - r[index]):.3g}, tolerance {_tolerance(case, got):.1g} for {got.dtype.name}){total}",
             flat)
 
@@ -650,8 +667,12 @@ def _rope(x: np.ndarray, positions: np.ndarray, *, exponent_scale: float = 2.0, 
 
 
 @_register("rope_rotation", "rope_rotation", "rope_implementation", "rotate (seq, head_dim) vectors by RoPE, interleaved",
+           # every copy of the rotation in the library: the public ones, the transformers-exact float32 path, and the
+           # benchmark's variants (complex_rope on interleaved pairs is the answer itself)
            library=("course_pe.rope.apply_rope", "course_pe.rope.rotate_with_cos_sin",
-                    "course_pe.rope.RotaryEmbedding.forward"))
+                    "course_pe.rope.RotaryEmbedding.forward", "course_pe.rope._reference_rotation",
+                    "course_pe.benchmark._one_pass_interleaved", "course_pe.benchmark._one_pass_half",
+                    "course_pe.benchmark.textbook_rope", "course_pe.benchmark.complex_rope"))
 def _rope_rotation_cases(rng: np.random.Generator | None) -> list[Case]:
     """``fn(x, positions)``: ``x`` a float64 tensor of shape ``(seq, head_dim)``, ``positions`` a ``(seq,)`` long
     tensor; returns the interleaved RoPE rotation with base 10000.

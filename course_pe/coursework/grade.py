@@ -40,8 +40,6 @@ included: nothing is recorded), 130 when interrupted.
 from __future__ import annotations
 
 import argparse
-import ast
-import builtins
 import json
 import os
 import re
@@ -70,11 +68,13 @@ from .._validation import (
     check_str,
     check_str_sequence,
 )
+from ._cells import MAX_ANSWER_CELLS, Selection, select_cells, serialised_parsing
 from .exercises import EXERCISES, GRADING_SETUP, Case, CheckReport, Outcome, chapters, exercises_for_chapter, judge
 from .gradebook import Gradebook
 from .names import derive_name, validate_name
 from .roster import Intake, intake, read_roster
 from .sandbox import (
+    Containment,
     Sandbox,
     _check_folders,
     SandboxDied,
@@ -103,11 +103,8 @@ __all__ = [
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 MAX_RESTARTS = 4
-MAX_ANSWER_CELLS = 40
 #: the statuses of an :class:`ExerciseGrade`
 GRADE_STATUSES = ("passed", "failed", "not graded", "unreadable")
-#: names the declared set-up provides (never looked for in other cells)
-SETUP_NAMES = frozenset({"math", "np", "torch", "cpe"})
 
 
 @dataclass
@@ -312,112 +309,17 @@ def read_submission(path: Path) -> list[str]:
 # --------------------------------------------------------------------------- which cells run
 
 
-def _python_text(source: str) -> str:
-    """A cell's source as plain Python (IPython's magics and ``!`` commands become calls), for analysis only."""
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        return TransformerManager().transform_cell(source)
-    except Exception:  # noqa: BLE001 - analysis only: the sandbox runs the original text
-        return source
-
-
-class _Names(ast.NodeVisitor):
-    """Names a cell defines at its top level, every name it binds anywhere, every name it reads, and the functions
-    it defines anywhere."""
-
-    def __init__(self) -> None:
-        self.top: set[str] = set()
-        self.bound: set[str] = set()
-        self.read: set[str] = set()
-        self.functions: set[str] = set()
-
-    def visit_Name(self, node: ast.Name) -> None:
-        (self.read if isinstance(node.ctx, ast.Load) else self.bound).add(node.id)
-
-    def visit_arg(self, node: ast.arg) -> None:
-        self.bound.add(node.arg)
-
-    def _define(self, node: Any) -> None:
-        self.bound.add(node.name)
-        self.functions.add(node.name)
-        self.generic_visit(node)
-
-    visit_FunctionDef = visit_AsyncFunctionDef = _define
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.bound.add(node.name)
-        self.generic_visit(node)
-
-    def visit_alias(self, node: ast.alias) -> None:
-        self.bound.add((node.asname or node.name).split(".")[0])
-
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        if node.name:
-            self.bound.add(node.name)
-        self.generic_visit(node)
-
-
-def _analyse(source: str) -> _Names | None:
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        try:  # IPython syntax (magics, ! commands)?
-            tree = ast.parse(_python_text(source))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-    names = _Names()
-    try:
-        names.visit(tree)
-    except RecursionError:
-        return None
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.top.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.top |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With, ast.If, ast.Try)):
-            names.top |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            names.top |= {n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    return names
-
-
 def answer_cells(sources: list[str], functions: list[str]) -> list[int]:
-    """Indices (into ``sources``, a notebook's code cells) of the cells grading runs, in notebook order.
-
-    A cell runs if it defines one of ``functions`` (a ``def`` anywhere in it, or a top-level assignment or import of
-    that name; a cell that does not parse counts if a line starts ``def <name>(``, so that its syntax error is
-    reported), or if it is the last cell to define, at its top level, a name that a running cell reads and does not
-    bind itself (a helper function or constant in its own cell), transitively. Names from the declared set-up
-    (``math``, ``np``, ``torch``, ``cpe``) and builtins are never looked for. At most 40 cells run.
-    """
+    """Indices (into ``sources``, a notebook's code cells) of the cells grading runs for ``functions``, in notebook
+    order: the cells that define the functions and, transitively, the cells that define the names those cells use
+    (a helper or a constant in its own cell, a constant adjusted in a later cell, a set-up function's ``global``, a
+    star import), at most 40 cells. The rules are those of :func:`course_pe.coursework._cells.select_cells`; the
+    grader applies them inside the submission's sandbox, under its memory limit and deadline."""
     if isinstance(sources, (str, bytes)) or not isinstance(sources, list):
         raise TypeError(f"sources must be a list of str, got {type(sources).__name__}")
     check_str_sequence("sources", sources)
     check_str_sequence("functions", functions)
-    wanted = set(functions)
-    analysed = [_analyse(s) for s in sources]
-    selected: set[int] = set()
-    for i, (source, names) in enumerate(zip(sources, analysed)):
-        if names is not None:
-            if names.functions & wanted or names.top & wanted:
-                selected.add(i)
-        elif any(re.match(rf"\s*(async\s+)?def\s+{re.escape(f)}\s*\(", line) for f in wanted
-                 for line in source.splitlines()):
-            selected.add(i)
-    provided = SETUP_NAMES | set(dir(builtins))
-    queue = sorted(selected)
-    while queue:
-        i = queue.pop()
-        names = analysed[i]
-        if names is None:
-            continue
-        for name in sorted(names.read - names.bound - provided):
-            definers = [j for j, other in enumerate(analysed) if other is not None and name in other.top]
-            if definers and definers[-1] not in selected and len(selected) < MAX_ANSWER_CELLS:
-                selected.add(definers[-1])
-                queue.append(definers[-1])
-    return sorted(selected)
+    return select_cells(sources, list(functions)).cells
 
 
 # --------------------------------------------------------------------------- grading one submission
@@ -436,6 +338,24 @@ def _message(report: CheckReport) -> str:
             label = {"difference": "what differs", "mistake": "diagnosis"}.get(key, key)
             parts.append(f"{label}: {value}")
     return "; ".join(parts)
+
+
+def _description(level: str) -> str:
+    """The containment line of the reports for isolation ``level`` (on a machine that allows full isolation, the
+    limited level is described as what it is, not as the machine's)."""
+    where = containment()
+    return where.description if level == where.level else Containment(level, notes=where.notes).description
+
+
+def _explain(text: str, unresolved: list[str]) -> str:
+    """``text`` with an explanation added when it is a ``NameError`` for a name that no code cell defines."""
+    match = re.search(r"NameError: name '(\w+)' is not defined", text)
+    if match is None or match.group(1) not in unresolved:
+        return text
+    name = match.group(1)
+    return (f"{text} (grading runs only the cells that define the exercise's functions and the cells that define, at "
+            f"their top level, the names those use; no code cell defines `{name}` at its top level: define it in "
+            "the function's cell or in a cell of its own)")
 
 
 def _clean(text: str, limit: int = 300) -> str:
@@ -514,14 +434,14 @@ def grade_cells(
     else:
         _resolve_exercises(None, exercises)
     seed = secrets.randbits(63) if seed is None else seed
-    where = containment()
-    level = isolation or where.level
-    description = where.description if level == where.level else where.description.replace(where.level, level, 1)
+    level = isolation or containment().level
+    description = _description(level)
     report = GradeReport(student=student, notebook=notebook, assignment=assignment, isolation=description, seed=seed)
     rng = np.random.default_rng(seed)
     cases: dict[str, list[Case]] = {e: EXERCISES[e].cases(rng) for e in exercises}
-    selected = answer_cells(cells, [EXERCISES[e].function for e in exercises])
-    report.cells_run = selected
+    functions = [EXERCISES[e].function for e in exercises]
+    selection: Selection | None = None
+    selected: list[int] = []
     results: dict[str, CheckReport] = {}
     not_graded: dict[str, str] = {}
     cell_errors: dict[int, str] = {}
@@ -535,12 +455,6 @@ def grade_cells(
     def out_of_time() -> bool:
         return time.monotonic() >= hard - 0.05
 
-    if not selected:  # nothing defines the functions: no process needed
-        for e in exercises:
-            fn = EXERCISES[e].function
-            results[e] = judge(e, cases[e], [Outcome("missing", error=f"no code cell defines `{fn}` (was its cell "
-                                                                       "deleted or renamed?)")] * len(cases[e]))
-        remaining = []
     while remaining and restarts <= MAX_RESTARTS and not out_of_time():
         box = Sandbox(unavailable=unavailable, limits=limits, isolation=level, hide=hide, deadline=hard)
         try:
@@ -550,6 +464,33 @@ def grade_cells(
                 break
             report.problems.append(f"the sandbox could not start ({_clean(str(exc))})")
             break
+        if selection is None:
+            # Which cells run is decided in the submission's own sandbox, before any of its code runs: analysing a
+            # hostile notebook costs its memory and its time limit, never the grader's (and Ctrl-C kills it).
+            try:
+                selection = box.select(cells, functions, MAX_ANSWER_CELLS, max(hard - time.monotonic(), 1e-3))
+            except (SandboxDied, SandboxTimeout, ValueError) as exc:
+                box.close()
+                if out_of_time():
+                    report.problems.append("its code cells could not be analysed within the time limit")
+                    break
+                why = "the memory limit was reached" if box.oom_killed else _clean(str(exc), 200)
+                report.problems.append(f"its code cells could not be analysed ({why})")
+                break
+            selected = report.cells_run = selection.cells
+            if selection.truncated:
+                report.problems.append(f"more than {MAX_ANSWER_CELLS} cells define the exercises' functions and the "
+                                       "names they use: only the last definitions of each function and the first "
+                                       f"{MAX_ANSWER_CELLS} cells in all were run")
+            if not selected:  # nothing defines the functions
+                box.close()
+                for e in exercises:
+                    fn = EXERCISES[e].function
+                    results[e] = judge(e, cases[e], [Outcome("missing", error=f"no code cell defines `{fn}` (was its "
+                                                                               "cell deleted or renamed?)")]
+                                       * len(cases[e]))
+                remaining = []
+                break
         try:
             try:
                 error = box.run_cell(GRADING_SETUP, limits.startup_seconds)
@@ -637,6 +578,7 @@ def grade_cells(
             not_graded[exercise] = "the checks could not run: " + ("; ".join(report.problems) or "unknown reason")
     if any("time limit" in why for why in not_graded.values()):
         report.problems.append(f"stopped: the submission ran past the time limit of {timeout:g} s")
+    unresolved = selection.unresolved if selection is not None else []
     for exercise in exercises:
         ex = EXERCISES[exercise]
         visible = sum(1 for c in cases[exercise] if not c.hidden)
@@ -646,10 +588,11 @@ def grade_cells(
             report.exercises.append(ExerciseGrade(exercise, 0.0, 1.0, "not graded", not_graded[exercise], **counts))
         else:
             report.exercises.append(ExerciseGrade(exercise, result.score, 1.0, "passed" if result.passed else "failed",
-                                                  _clean(_message(result), 2000),
+                                                  _clean(_explain(_message(result), unresolved), 2000),
                                                   failed_hidden=result.hidden and not result.passed, **counts))
     first_lines = {i: (cells[i].strip().splitlines() or [""])[0][:50] for i in cell_errors}
-    report.cell_errors = [f"code cell {i} ({first_lines[i]!r}): {cell_errors[i]}" for i in sorted(cell_errors)]
+    report.cell_errors = [f"code cell {i} ({first_lines[i]!r}): {_explain(cell_errors[i], unresolved)}"
+                          for i in sorted(cell_errors)]
     report.seconds = time.monotonic() - start
     return report
 
@@ -713,9 +656,7 @@ def grade_notebook(
             raise ValueError(f"cannot tell which assignment {path.name} is: pass --assignment (ASSIGNMENT=), one of "
                              f"{', '.join(chapters())}{_metadata_hint(data)}")
     ids = exercises or exercises_for_chapter(assignment)
-    where = containment()
-    description = where.description if (isolation or where.level) == where.level else \
-        where.description.replace(where.level, isolation or where.level, 1)
+    description = _description(isolation or containment().level)
     if reason is None:
         try:
             cells = _cells_from_bytes(data)  # type: ignore[arg-type]
@@ -796,8 +737,8 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
     entries = intake(folder, read_roster(roster, roster_column) if roster is not None else None)
     to_grade = [e for e in entries if e.status in ("grade", "refused")]
     book = Gradebook(out)
-    already = book.graded(assignment)
-    clash = sorted(e.student for e in to_grade if e.student in already)
+    already = {s.lower() for s in book.graded(assignment)}  # names that differ only in case are one student
+    clash = sorted(e.student for e in to_grade if e.student is not None and e.student.lower() in already)
     if clash and not replace:
         shown = ", ".join(clash[:10]) + (f" and {len(clash) - 10} more" if len(clash) > 10 else "")
         raise ValueError(f"{len(clash)} student(s) already have grades for {assignment} in {out}: {shown}. Nothing "
@@ -805,9 +746,7 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
                          "grade into another folder (GRADES=...)")
     jobs = jobs or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     level = options.get("isolation") or containment().level
-    where = containment()
-    description = where.description if level == where.level else where.description.replace(where.level, level, 1)
-    seconds = options.get("timeout", 300.0)
+    description = _description(level)
     prepare(level)  # the template process belongs to this (main) thread, not to a worker
     allow_new()
     stop = threading.Event()
@@ -851,11 +790,14 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM,)}
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
+    futures: dict[Future, Intake] = {}
+    parsing = serialised_parsing().__enter__()  # ast.parse is not thread-safe (CPython 3.11): see _cells
     try:
-        futures: dict[Future, Intake] = {pool.submit(one, e): e for e in to_grade}
-        pending = set(futures)
-        with tqdm(total=len(to_grade), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:
-            try:
+        try:
+            futures = {pool.submit(one, e): e for e in to_grade}
+            pending = set(futures)
+            with tqdm(total=len(to_grade), desc="grading", unit="notebook", disable=not progress,
+                      file=sys.stderr) as bar:
                 while pending:
                     done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                     for future in done:
@@ -864,31 +806,32 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
                             book.record(report)
                             reports.append(report)
                         bar.update(1)
-            except KeyboardInterrupt:
+        except KeyboardInterrupt:
+            interrupted = True
+    finally:
+        # From here on a further Ctrl-C (or SIGTERM) cannot skip the exports: it is noted, and acted on after them.
+        with _signals_deferred() as caught:
+            if interrupted or caught:
                 interrupted = True
                 stop.set()
-                old = signal.signal(signal.SIGINT, signal.SIG_IGN) \
-                    if threading.current_thread() is threading.main_thread() else None
-                try:
-                    for future in pending:
-                        future.cancel()
-                    kill_all(refuse_new=True)
-                    for future in list(pending):
-                        try:
-                            future.result(timeout=seconds + 30)
-                        except Exception:  # noqa: BLE001 - cancelled or failed: not recorded
-                            pass
-                        kill_all()
-                finally:
-                    if old is not None:
-                        signal.signal(signal.SIGINT, old)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        allow_new()
+                for future in futures:
+                    future.cancel()
+                kill_all(refuse_new=True)
+                # every sandbox is dead, so the workers return at once; a sandbox that was starting is killed as
+                # soon as it has started; nothing that finishes now is recorded
+                give_up = time.monotonic() + 60
+                while any(not f.done() for f in futures) and time.monotonic() < give_up:
+                    wait([f for f in futures if not f.done()], timeout=0.25)
+                    kill_all()
+            pool.shutdown(wait=not interrupted, cancel_futures=True)
+            if all(f.done() for f in futures):  # (else a worker is still returning: the lock stays installed)
+                parsing.__exit__(None, None, None)
+            allow_new()
+            os.close(dir_fd)
+            book.export()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        os.close(dir_fd)
-        book.export()
+        interrupted = interrupted or bool(caught)
     recorded = {r.student for r in reports}
     final = [Intake(e.file, e.student, e.status if e.student in recorded or e.status not in ("grade", "refused")
                     else "not graded (interrupted)" if interrupted else e.status, e.detail, e.raw) for e in entries]
@@ -897,6 +840,25 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
     if interrupted:
         raise GradingInterrupted(result)
     return result
+
+
+class _signals_deferred:
+    """Within this block (in the main thread) SIGINT and SIGTERM do not interrupt: they are recorded in the list the
+    block receives, and the previous handlers come back at its end. Elsewhere it does nothing."""
+
+    def __init__(self) -> None:
+        self.caught: list[int] = []
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> list[int]:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, lambda signum, frame: self.caught.append(signum))
+        return self.caught
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
 
 def summary_table(result: FolderResult | list[GradeReport]) -> str:
@@ -1004,6 +966,23 @@ def main(argv: list[str] | None = None) -> int:
     exercises = [e.strip() for e in args.exercises.split(",") if e.strip()] if args.exercises else None
     options = dict(exercises=exercises, cell_timeout=args.cell_timeout, call_timeout=args.call_timeout,
                    timeout=args.timeout, seed=args.seed, isolation=args.isolation)
+    previous_term = signal.signal(signal.SIGTERM, _interrupt) \
+        if threading.current_thread() is threading.main_thread() else None
+    try:
+        return _run(args, options, exercises, where)
+    except KeyboardInterrupt:  # before a batch started grading, or during one notebook: nothing was recorded
+        print("interrupted: nothing was graded or recorded (every sandbox is killed at exit)", file=sys.stderr)
+        return 130
+    finally:
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _run(args: argparse.Namespace, options: dict[str, Any], exercises: list[str] | None, where: Any) -> int:
     try:
         if args.dir is not None:
             if args.student:
@@ -1021,9 +1000,7 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)
                 return 130
             print(summary_table(result))
-            level = options["isolation"] or where.level
-            description = where.description if level == where.level else \
-                where.description.replace(where.level, level, 1)
+            description = _description(options["isolation"] or where.level)
             print(f"graded {len(result.reports)} notebooks in {result.seconds:.0f} s (isolation {description}); wrote "
                   f"{args.out / 'gradebook.sqlite'}, {args.out / 'grades_wide.csv'}, {args.out / 'grades_long.csv'}")
             return 0
@@ -1036,21 +1013,28 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"the notebook {str(args.notebook)!r} does not exist; nothing was graded or recorded")
         book = Gradebook(args.out)
         assignment = args.assignment or ("custom" if exercises else assignment_from_path(args.notebook))
-        if assignment and not args.replace and args.student in book.graded(assignment):
-            raise ValueError(f"{args.student} already has a grade for {assignment} (graded "
-                             f"{book.graded(assignment)[args.student]}); pass REPLACE=1 (--replace) to replace it")
+        if assignment and not args.replace:
+            same = book.same_student(assignment, args.student)
+            if same is not None:
+                raise ValueError(f"{args.student} already has a grade for {assignment} (as {same[0]!r}, graded "
+                                 f"{same[1]}; names that differ only in case are one student); pass REPLACE=1 "
+                                 "(--replace) to replace it")
         report = grade_notebook(args.notebook, student=args.student, assignment=args.assignment, out=args.out,
                                 **options)
+        with _signals_deferred() as caught:  # recorded and exported whole, or not at all
+            json_file = book.record(report)
+            book.export()
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    json_file = book.record(report)
-    book.export()
     print(report.text())
     print(f"wrote {json_file}, {args.out / 'gradebook.sqlite'}, {args.out / 'grades_wide.csv'} and "
           f"{args.out / 'grades_long.csv'}")
-    return 0
+    return 130 if caught else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # everything is recorded and exported: a further Ctrl-C would only print a traceback from the interpreter's exit
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(status)

@@ -1,12 +1,17 @@
 """The gradebook: grades in SQLite, exports for a learning management system (LMS), per-student reports.
 
 Files under the gradebook folder (``grades/`` by default), readable by their owner only (the folder is created with
-mode 0700, every file 0600: they hold students' names, grades and messages):
+mode 0700, every file 0600: they hold students' names, grades and messages). A folder that already exists must
+belong to the grader's user and be writable by nobody else, and so must the database; otherwise the gradebook
+refuses it (``ValueError``) rather than record into, or export, grades that someone else can forge. A folder or
+database that others may only read is made private (0700, 0600). A folder above it that every user may write
+(without the sticky bit of ``/tmp``) is refused too: anyone could replace the gradebook folder.
 
 * ``gradebook.sqlite``: table ``grades`` with one row per (student, assignment, exercise): score, max_score, status,
   message, notebook, graded_at (UTC, ISO 8601), seed. Recording a student's assignment replaces all of that
-  student's rows for it in one transaction (a regrade never duplicates); the grader refuses to replace existing
-  rows unless asked to (``--replace``, ``REPLACE=1``). SQLite's locking with a generous busy timeout makes
+  student's rows for it in one transaction (a regrade never duplicates). Names that differ only in case are one
+  student (``BOB`` and ``bob``, as in the roster): recording ``BOB`` replaces ``bob``'s rows, and the grader refuses
+  to replace existing rows unless asked to (``--replace``, ``REPLACE=1``). SQLite's locking with a generous busy timeout makes
   concurrent graders (several ``make grade`` at once) safe.
 * ``grades_wide.csv``: one row per student, one column per exercise (score), then total and max: for an LMS import.
 * ``grades_long.csv``: one row per student and exercise with status and message.
@@ -23,6 +28,7 @@ import csv
 import json
 import os
 import sqlite3
+import stat
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -60,10 +66,52 @@ class Gradebook:
         self.folder = Path(folder)
         self.database = self.folder / "gradebook.sqlite"
 
+    def check(self, create: bool = True) -> None:
+        """Make sure that the gradebook folder and its database belong to the grader's user and that nobody else can
+        write them (see the module docstring): create the folder (0700) when ``create`` and it is missing, make an
+        existing one private, and raise ``ValueError`` naming the problem otherwise."""
+        if not isinstance(create, bool):
+            raise TypeError(f"create must be a bool, got {type(create).__name__}")
+        euid = os.geteuid()
+        if not os.path.lexists(self.folder):
+            _check_above(Path(os.path.abspath(self.folder)))
+            if not create:
+                return
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        real = Path(os.path.realpath(self.folder))
+        info = os.stat(real)
+        if not stat.S_ISDIR(info.st_mode):
+            raise ValueError(f"the grades folder {str(self.folder)!r} is not a folder")
+        _check_above(real)
+        if info.st_uid != euid:
+            raise ValueError(f"the grades folder {str(self.folder)!r} belongs to user id {info.st_uid}, not to the "
+                             f"grader's (user id {euid}): whoever owns it can forge or change grades. Grade into a "
+                             "folder of your own (GRADES=...), or give this one to the grader's user")
+        if info.st_mode & 0o022:
+            raise ValueError(f"the grades folder {str(self.folder)!r} can be written by other users (mode "
+                             f"{stat.S_IMODE(info.st_mode):04o}): they could forge or change grades. Grade into a new "
+                             "folder (GRADES=...), or check its contents and `chmod 700` it")
+        if info.st_mode & 0o077:
+            os.chmod(real, 0o700)
+        for name in ("gradebook.sqlite", "gradebook.sqlite-journal", "gradebook.sqlite-wal", "gradebook.sqlite-shm"):
+            try:
+                file = os.lstat(real / name)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(file.st_mode) or file.st_uid != euid or file.st_nlink != 1 or file.st_mode & 0o022:
+                raise ValueError(f"the grades folder {str(self.folder)!r} holds a {name} that is not a private file "
+                                 f"of the grader's user (a link, another user's file, or writable by others): "
+                                 "refusing to use grades someone else may have written. Grade into a new folder "
+                                 "(GRADES=...)")
+            if file.st_mode & 0o077:
+                os.chmod(real / name, 0o600)
+
     def _connect(self) -> sqlite3.Connection:
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not self.database.exists():
-            os.close(os.open(self.database, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+        self.check()
+        try:  # created private (another grader may be creating it at the same moment)
+            os.close(os.open(self.database, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+        except FileExistsError:
+            pass
         connection = sqlite3.connect(self.database, timeout=300, isolation_level=None)
         connection.execute("PRAGMA busy_timeout = 300000")
         connection.execute(_SCHEMA)
@@ -103,9 +151,14 @@ class Gradebook:
         connection = self._connect()
         try:
             connection.execute("BEGIN IMMEDIATE")
-            connection.execute("DELETE FROM grades WHERE student = ? AND assignment = ?", (report.student, assignment))
+            # names that differ only in case are one student (names are ASCII: NOCASE folds exactly those)
+            connection.execute("DELETE FROM grades WHERE student = ? COLLATE NOCASE AND assignment = ?",
+                               (report.student, assignment))
             connection.executemany("INSERT INTO grades VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             _atomic_write(json_file, json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+            for other in json_file.parent.iterdir():  # the report under another spelling of the name
+                if other.name.lower() == json_file.name.lower() and other.name != json_file.name:
+                    other.unlink()
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
@@ -119,6 +172,7 @@ class Gradebook:
         """Students who already have grades for ``assignment``, with the time of their latest grading."""
         if not isinstance(assignment, str):
             raise TypeError(f"assignment must be a str, got {type(assignment).__name__}")
+        self.check(create=False)
         if not self.database.exists():
             return {}
         connection = self._connect()
@@ -127,6 +181,14 @@ class Gradebook:
                 "SELECT student, MAX(graded_at) FROM grades WHERE assignment = ? GROUP BY student", (assignment,))}
         finally:
             connection.close()
+
+    def same_student(self, assignment: str, student: str) -> tuple[str, str] | None:
+        """The name under which ``student`` (compared without case) has a grade for ``assignment``, with the time of
+        that grading, or None."""
+        if not isinstance(student, str):
+            raise TypeError(f"student must be a str, got {type(student).__name__}")
+        graded = self.graded(assignment)
+        return next(((name, when) for name, when in sorted(graded.items()) if name.lower() == student.lower()), None)
 
     def rows(self) -> list[dict[str, Any]]:
         """Every row, ordered by student, assignment and the registry's exercise order."""
@@ -183,18 +245,41 @@ def _number(x: float) -> str:
 
 
 def _csv_text(lines: list[list[Any]]) -> str:
+    """``lines`` as CSV text, one ``\n``-terminated line per row. A field holding a line break (``\n`` or ``\r``) is
+    quoted (the csv module quotes only the characters of its line terminator, so each row is written with ``\r\n``,
+    which is then replaced by ``\n``)."""
     import io
 
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    out = []
     for line in lines:
-        # a cell starting with =, +, - or @ is a formula in spreadsheets: quote it as text
-        writer.writerow([f"'{c}" if isinstance(c, str) and c[:1] in "=+-@" else c for c in line])
-    return buf.getvalue()
+        buf = io.StringIO()
+        # a cell starting with =, +, - or @ is a formula in spreadsheets, and so may be one starting with a tab or a
+        # carriage return (OWASP, "CSV injection"): quote it as text
+        csv.writer(buf, lineterminator="\r\n").writerow(
+            [f"'{c}" if isinstance(c, str) and c[:1] and c[:1] in "=+-@\t\r" else c for c in line])
+        out.append(buf.getvalue()[:-2] + "\n")
+    return "".join(out)
+
+
+def _check_above(folder: Path) -> None:
+    """Refuse ``folder`` when a folder above it can be written by every user without the sticky bit (anyone could
+    then rename the gradebook folder away and put their own in its place)."""
+    for parent in folder.parents:
+        try:
+            info = os.stat(parent)
+        except FileNotFoundError:
+            continue
+        if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+            raise ValueError(f"the grades folder {str(folder)!r} lies in {str(parent)!r}, which every user can write "
+                             "(without the sticky bit of /tmp): anyone could replace the gradebook. Grade into a "
+                             "folder of your own (GRADES=...)")
 
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.stat(path.parent)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise ValueError(f"{str(path.parent)!r} is not a private folder of the grader's user")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:

@@ -23,6 +23,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ._cells import parse  # ast.parse is not thread-safe: Sandbox() builds this in the grader's threads
 from ._child import UNAVAILABLE_MARK
 
 __all__ = ["grading_build", "package_folder", "repository_root"]
@@ -86,7 +87,7 @@ def _stub(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef, dotted
 
 def _transform(source: str, module: str, removed: list[str]) -> tuple[str, set[str]]:
     """The module's source with the functions in ``removed`` (dotted names in this module) stubbed out."""
-    tree = ast.parse(source)
+    tree = parse(source)
     lines = source.split("\n")
     done: set[str] = set()
     targets = {}
@@ -109,7 +110,7 @@ def _transform(source: str, module: str, removed: list[str]) -> tuple[str, set[s
 
 def _init_source(source: str) -> str:
     """``course_pe/__init__.py`` without the coursework tools: ``exercises`` becomes an empty module."""
-    tree = ast.parse(source)
+    tree = parse(source)
     lines = source.split("\n")
     for node in sorted(tree.body, key=lambda n: -n.lineno):
         if isinstance(node, ast.ImportFrom) and node.level == 1 and (node.module or "").split(".")[0] == "coursework":

@@ -42,6 +42,7 @@ from pathlib import Path
 import nbformat
 
 from .._validation import check_argv, check_float, check_int, check_notebook, check_path, check_str, check_str_sequence
+from ._cells import parse
 from .exercises import EXERCISES
 from .workbook import SOLUTION_TAG, _parse
 
@@ -200,7 +201,7 @@ def _plain_markdown(text: str) -> str:
 def _registered_functions(source: str) -> list[str]:
     names = {ex.function: ex.id for ex in EXERCISES.values()}
     found = []
-    for node in ast.parse(source).body:
+    for node in parse(source).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
             found.append(names[node.name])
     return found
@@ -449,10 +450,13 @@ def config_source(course_id: str = COURSE_ID, *, cell_timeout: int = 120) -> str
         from nbconvert.preprocessors import ClearMetadataPreprocessor
         from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
 
-        from course_pe.coursework.nbgrader_autograde import SandboxedExecute
+        from course_pe.coursework.nbgrader_autograde import SandboxedExecute, SanitizeWrittenAnswers
 
-        c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-                                               SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+        # SanitizeWrittenAnswers: the Formgrader and the feedback pages render students' markdown as live HTML; a
+        # written answer holding HTML or a link that could run code in your browser is shown as text instead.
+        c.Autograde.autograde_preprocessors = [SandboxedExecute, SanitizeWrittenAnswers, IgnorePattern,
+                                               ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+                                               AssignLatePenalties, CheckCellMetadata]
         c.SandboxedExecute.timeout = {5 * cell_timeout}  # seconds for a whole notebook
         c.SandboxedExecute.cell_timeout = {cell_timeout}
         # c.SandboxedExecute.isolation = "limited"  # to grade without root (unsafe with hostile submissions)

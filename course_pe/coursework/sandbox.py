@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from . import _child
+from ._cells import PARSE_LOCK
 from .grading_build import grading_build, package_folder, remove_work_root, repository_root, work_root
 
 __all__ = ["Containment", "Sandbox", "SandboxDied", "SandboxLimits", "SandboxTimeout", "allow_new", "containment",
@@ -694,13 +695,15 @@ class Sandbox:
         self._id = 0
         self._buffer = b""
         self._lock = threading.RLock()
+        self._killed = False  # kill() was called: a child that starts afterwards is stopped at once
         self.oom_killed = False
 
     @property
     def description(self) -> str:
         """The containment of this sandbox, for reports."""
-        text = self.where.description
-        return text if self.isolation == self.where.level else text.replace(self.where.level, self.isolation, 1)
+        if self.isolation == self.where.level:
+            return self.where.description
+        return Containment(self.isolation, notes=self.where.notes).description
 
     # -- life cycle
 
@@ -763,24 +766,32 @@ class Sandbox:
             raise
         os.close(req_r)
         os.close(ans_w)
-        self._to_child, self._from_child = req_w, ans_r
-        for fd in (req_w, ans_r):
-            os.set_blocking(fd, False)
-        self._child, self._keeper = int(reply.get("child") or 0), int(reply.get("keeper") or 0)
-        for pid, attribute in ((self._child, "_pidfd"), (self._keeper, "_keeper_pidfd")):
-            if pid:
-                try:
-                    setattr(self, attribute, os.pidfd_open(pid))
-                except OSError:
-                    pass
+        with self._lock:  # kill() may run in another thread (Ctrl-C, the watchdog) while the child starts
+            self._to_child, self._from_child = req_w, ans_r
+            for fd in (req_w, ans_r):
+                os.set_blocking(fd, False)
+            self._child, self._keeper = int(reply.get("child") or 0), int(reply.get("keeper") or 0)
+            for pid, attribute in ((self._child, "_pidfd"), (self._keeper, "_keeper_pidfd")):
+                if pid:
+                    try:
+                        setattr(self, attribute, os.pidfd_open(pid))
+                    except OSError:
+                        pass
+            stopped = self._killed or _REFUSING.is_set()
+        if stopped:  # killed while it was starting: the kill found no process yet
+            self.close()
+            raise SandboxDied("the sandbox was stopped while it started (grading was interrupted, or the "
+                              "submission's time limit passed)")
         if reply.get("status") != "ready":
             error = str(reply.get("error") or "no reason given")
             self.close()
             raise SandboxDied(f"the sandbox could not start: {_clean(error)[:400]}")
 
     def kill(self) -> None:
-        """Kill every process of the sandbox now (its channel stays open until :meth:`close`)."""
+        """Kill every process of the sandbox now (its channel stays open until :meth:`close`); a child still starting
+        is killed as soon as it has started."""
         with self._lock:
+            self._killed = True
             self._kill()
 
     def _kill(self) -> None:
@@ -886,12 +897,15 @@ class Sandbox:
                                          "in the submission wrote to the grader's channel"))
         return self._read(size, deadline)
 
-    def _request(self, message: dict[str, Any], arrays: list[np.ndarray], deadline: float) -> dict[str, Any]:
+    def _request(self, message: dict[str, Any], arrays: list[np.ndarray], deadline: float,
+                 extra: tuple[bytes, ...] = ()) -> dict[str, Any]:
         self._id += 1
         message = dict(message, id=self._id)
         data = _child.frame(json.dumps(message).encode())
         for arr in arrays:
             data += _child.frame(_child.npy_bytes(arr))
+        for payload in extra:
+            data += _child.frame(payload)
         self._send(data, deadline)
         raw = self._read_frame(deadline, _REPLY_LIMIT)
         try:
@@ -906,6 +920,33 @@ class Sandbox:
         return reply
 
     # -- requests
+
+    def select(self, sources: list[str], functions: list[str], limit: int, timeout: float) -> Any:
+        """Which of the notebook's code cells ``sources`` grading runs for ``functions`` (at most ``limit``), decided
+        in the child (``course_pe.coursework._cells.select_cells``) so that analysing a hostile notebook costs its own
+        memory and time, not the grader's. Ask before running any of the submission's code. Returns a
+        ``_cells.Selection`` whose fields have been checked."""
+        from .._validation import check_float, check_positive_int, check_str_sequence
+        from ._cells import Selection
+
+        check_str_sequence("sources", sources)
+        check_str_sequence("functions", functions)
+        limit = check_positive_int("limit", limit)
+        timeout = check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
+        data = json.dumps(sources, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        if len(data) > _child.REQUEST_LIMIT:
+            raise ValueError(f"the notebook's code cells hold {len(data)} bytes, more than the "
+                             f"{_child.REQUEST_LIMIT} a sandbox accepts")
+        reply = self._request({"op": "select", "functions": list(functions), "limit": limit}, [], self._deadline(
+            timeout), extra=(data,))
+        cells, names = reply.get("cells"), reply.get("unresolved")
+        if reply["status"] != "ok" or not isinstance(cells, list) or not isinstance(names, list) or \
+                not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(sources) for i in cells) or \
+                len(cells) > limit or len(set(cells)) != len(cells) or \
+                not all(isinstance(n, str) and n.isidentifier() for n in names) or \
+                not isinstance(reply.get("truncated"), bool):
+            raise self._fail(SandboxDied("protocol violation: an unexpected reply to the cell selection"))
+        return Selection(sorted(cells), sorted(names), reply["truncated"])
 
     def run_cell(self, source: str, timeout: float) -> str | None:
         """Execute one cell (IPython syntax) in the child; return None if it ran, else its error
@@ -954,7 +995,8 @@ class Sandbox:
         if status == "ok":
             data = self._read_frame(deadline, self.limits.answer_bytes + 4096)
             try:
-                value = _child.npy_load(data, self.limits.answer_bytes)
+                with PARSE_LOCK:  # NumPy parses the header with ast.literal_eval, not thread-safe (see _cells)
+                    value = _child.npy_load(data, self.limits.answer_bytes)
             except ValueError as exc:
                 return Outcome("invalid", error=f"the answer could not be read ({exc})")
             return Outcome("ok", value)
