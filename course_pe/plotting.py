@@ -150,9 +150,12 @@ def plot_attention(
     ax: plt.Axes | None = None,
     tokens: Sequence[str] | None = None,
     title: str = "Attention weights",
+    colorbar: bool = True,
 ) -> plt.Axes:
     """A real ``(q_len, k_len)`` attention map (rows: queries, columns: keys); ``tokens``: None, or one str
-    per key (and per query when the map is square)."""
+    per key (and per query when the map is square). ``colorbar=False`` leaves the colour bar out, so that panels
+    side by side can share one (``fig.colorbar(ax.get_images()[0], ax=axes)``); the colour scale runs from 0 to
+    the map's largest weight either way."""
     _check_image_memory("weights", weights)
     data = _to_numpy(weights, "weights")
     if data.ndim != 2:
@@ -163,6 +166,7 @@ def plot_attention(
         if len(tokens) != data.shape[1] or data.shape[0] != data.shape[1]:
             raise ValueError(f"tokens ({len(tokens)}) must label a square map of that size, got shape {data.shape}")
     check_str("title", title)
+    colorbar = check_bool("colorbar", colorbar)
     ax = _axes(ax)
     image = ax.imshow(data, cmap="viridis", vmin=0, vmax=max(1e-12, float(data.max())), interpolation="nearest")
     ax.set(title=title, xlabel="key", ylabel="query")
@@ -170,7 +174,8 @@ def plot_attention(
     if tokens is not None:
         ax.set_xticks(range(len(tokens)), tokens, rotation=90)
         ax.set_yticks(range(len(tokens)), tokens)
-    ax.figure.colorbar(image, ax=ax, label="weight")
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label="weight")
     return ax
 
 

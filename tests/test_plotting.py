@@ -82,6 +82,20 @@ def test_loss_plot_has_curves_colours_training_line_and_floor():
     assert legend == ["rope", "ALiBi slopes", "training length 5", "entropy rate 0.500"]
 
 
+def test_attention_plot_colorbar_can_be_left_out_for_a_shared_one():
+    w = torch.softmax(torch.randn(3, 3), -1)
+    fig, axes = plt.subplots(1, 2)
+    plot_attention(w, ax=axes[0])
+    assert len(fig.axes) == 3 and fig.axes[2].get_ylabel() == "weight"  # its own colour bar by default
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        plot_attention(w, ax=ax, colorbar=False)
+    assert len(fig.axes) == 2  # no colour bar drawn
+    assert all(ax.get_images()[0].get_clim() == pytest.approx((0.0, float(w.max()))) for ax in axes)
+    with pytest.raises(TypeError, match="colorbar"):
+        plot_attention(w, colorbar="no")
+
+
 def test_attention_plot_rejects_3d():
     with pytest.raises(ValueError, match="q_len"):
         plot_attention(np.ones((2, 3, 3)))
