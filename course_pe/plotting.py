@@ -107,7 +107,7 @@ def plot_encoding_heatmap(
     colorbar = check_bool("colorbar", colorbar)
     ax = _axes(ax)
     image = ax.imshow(data, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-    ax.set(title=title, xlabel="dimension", ylabel="position p")
+    ax.set(title=title, xlabel="dimension", ylabel=r"position $p$")
     ax.grid(False)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, label="value")
@@ -139,7 +139,7 @@ def plot_dimension_curves(
     ax = _axes(ax)
     for n, d in enumerate(dims):
         ax.plot(np.arange(data.shape[0]), data[:, d], label=labels[n] if labels is not None else f"dim {d}")
-    ax.set(title=title, xlabel="position p", ylabel="value")
+    ax.set(title=title, xlabel=r"position $p$", ylabel="value")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(4, len(dims)))
     return ax
 

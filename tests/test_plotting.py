@@ -33,7 +33,7 @@ def test_style_sets_the_documented_defaults():
 def test_heatmap_shows_the_table_with_its_labels_and_colorbar():
     pe = sinusoidal_encoding(20, 8)
     ax = plot_encoding_heatmap(pe, title="table")
-    assert (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) == ("table", "dimension", "position p")
+    assert (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) == ("table", "dimension", r"position $p$")
     (image,) = ax.get_images()
     np.testing.assert_array_equal(image.get_array(), pe.double().numpy())  # the data, positions down
     assert image.get_clim() == (-1, 1)
@@ -45,7 +45,7 @@ def test_heatmap_shows_the_table_with_its_labels_and_colorbar():
 def test_dimension_curves_plot_the_selected_columns():
     pe = sinusoidal_encoding(20, 8)
     ax = plot_dimension_curves(pe, [0, 3], labels=["sin 0", "cos 1"])
-    assert (ax.get_xlabel(), ax.get_ylabel()) == ("position p", "value")
+    assert (ax.get_xlabel(), ax.get_ylabel()) == (r"position $p$", "value")
     lines = ax.get_lines()
     assert [line.get_label() for line in lines] == ["sin 0", "cos 1"]
     for line, d in zip(lines, [0, 3]):
