@@ -312,14 +312,23 @@ def assemble_site(english: Path, chinese: Path, out: Path, title: str = "Positio
         if not (site / "index.html").is_file():
             raise ValueError(f"no built edition in {site}: run `{target}` first")
     en_name, zh_name = Path(DEFAULT_ROOTS["zh"]).name, Path(DEFAULT_ROOTS["en"]).name  # "html", "html-zh"
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    shutil.copytree(english, out / en_name)
-    shutil.copytree(chinese, out / zh_name)
-    (out / "index.html").write_text(SITE_INDEX.format(title=html.escape(title), en=en_name, zh=zh_name),
+    # Assembled beside ``out`` and then swapped in, so that a server or a site test reading ``out`` (make serve
+    # assembles again each time it starts) never sees a half-copied site.
+    new, old = out.with_name(out.name + ".new"), out.with_name(out.name + ".old")
+    for folder in (new, old):
+        if folder.exists():
+            shutil.rmtree(folder)
+    new.mkdir(parents=True)
+    shutil.copytree(english, new / en_name)
+    shutil.copytree(chinese, new / zh_name)
+    (new / "index.html").write_text(SITE_INDEX.format(title=html.escape(title), en=en_name, zh=zh_name),
                                     encoding="utf-8")
-    (out / ".nojekyll").write_text("")  # GitHub Pages: serve the _static folders as they are
+    (new / ".nojekyll").write_text("")  # GitHub Pages: serve the _static folders as they are
+    if out.exists():
+        out.rename(old)
+    new.rename(out)
+    if old.exists():
+        shutil.rmtree(old)
 
 
 def main(argv: list[str] | None = None) -> int:
