@@ -203,7 +203,7 @@ class _Inspector(HTMLParser):
 
 def html_is_inert(text: str) -> list[str]:
     """What in the HTML ``text`` could run code or load something in a reader's browser (tags and attributes outside
-    :data:`SAFE_TAGS` and :data:`SAFE_ATTRIBUTES`, URLs other than relative, http(s), mailto and attachments, MathJax
+    ``SAFE_TAGS`` and ``SAFE_ATTRIBUTES``, URLs other than relative, http(s), mailto and attachments, MathJax
     ``\\href``/``\\url`` to another scheme); an empty list when nothing does."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -239,7 +239,7 @@ class SanitizeWrittenAnswers(NbGraderPreprocessor):
     source itself as a code block, which the instructor reads as text. A raw cell (nbconvert passes it to the page
     as HTML) is escaped the same way. An ordinary answer, with markdown, math, images and links, is left exactly as
     it is. Cells that nbgrader restores from the instructor's source (locked, graded and not solution) are left
-    alone. Runs during ``nbgrader autograde`` (see :func:`course_pe.coursework.nbgrader_release.config_source`)."""
+    alone. Runs during ``nbgrader autograde`` (see ``course_pe.coursework.nbgrader_release.config_source``)."""
 
     def __init__(self, *, config: Any = None, **kwargs: Any) -> None:
         if config is not None:
