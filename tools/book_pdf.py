@@ -121,8 +121,11 @@ _TOC_JS = """
       .bd-main .bd-content .bd-article h1:first-of-type { display: block !important; }
       #jb-print-docs-body { display: none !important; }
       img { max-width: 100% !important; height: auto; break-inside: avoid; }
-      /* a code cell's frame (its left border) moves with its code: an empty frame was left at a page's foot */
+      /* A code cell's frame (its left border) moves with its code, and the code inside it does not avoid breaks of
+         its own (the theme gives div.highlight and div.highlight-ipython3 break-inside: avoid): the code went to the
+         next page and left its empty frame behind, at a page's foot or, for a cell about a page tall, a whole page. */
       div.cell_input, div.cell_output, div.highlight, table, div.math, figure { break-inside: avoid; }
+      div.cell_input div[class*=highlight], div.cell_output div[class*=highlight] { break-inside: auto; }
       div.cell_input:empty, div.cell_output:empty { display: none; }
       h1, h2, h3 { break-after: avoid; }`;
     document.head.appendChild(style);
