@@ -9,7 +9,8 @@
 #   make test-site  open every page of _build/html in headless Chromium (offline math, links, search, mobile,
 #                 nothing cut off at 1280 and 390 px, Chinese text drawn by the served font); SITE=... for another build
 #   make pdf      the whole book as one PDF in _build/pdf/ (headless Chromium, offline)
-#   make serve    serve _build/html on http://127.0.0.1:8000 (PORT=...)
+#   make serve    serve the book on http://127.0.0.1:8000 (PORT=...): both editions (_build/site) once make book-zh ran
+#   make site     both editions side by side in _build/site, as served and published (after make book and make book-zh)
 #   make lab      JupyterLab on book/ with course_pe importable and MyST rendered (jupyterlab-myst)
 #   make lab-student  JupyterLab on workbook/ (made first if missing), without nbgrader's instructor menus
 #   make workbook student notebooks (solutions replaced by stubs) into workbook/
@@ -57,6 +58,7 @@ export JUPYTER_PLATFORM_DIRS := 1
 .PHONY: mutation install test test-package test-notebooks test-portable book book-student test-site execute serve lab workbook grade nbgrader clean distclean
 .PHONY: gradescope
 .PHONY: jdk lab-student pdf help
+.PHONY: site
 
 # make help: the comment block at the top of this file, without its comment marks.
 help:
@@ -199,11 +201,25 @@ gradescope: $(STAMP)
 
 # The site test needs Debian's chromium (/usr/bin/chromium) and playwright (requirements.txt); it tells how to
 # install whichever is missing. Screenshots go to _build/site-test/.
-SITE ?= _build/html
+# SITE_ROOT is the folder served at the web root, SITE an edition inside it. With no SITE, and the Chinese edition
+# built, the test assembles _build/site (make site) and tests the English edition there, as make serve and the
+# published site lay it out, so every language-switch link is followed; otherwise it tests _build/html alone and says
+# that it cannot check the switch links.
+SITE ?=
+SITE_ROOT ?=
 SITE_TEST_ARGS ?=
 test-site: $(STAMP)
-	@test -f $(SITE)/index.html || { echo "no built site in $(SITE): run 'make book' first"; exit 1; }
-	$(BIN)/python tools/site_test.py --site $(SITE) --out _build/site-test $(SITE_TEST_ARGS)
+	@if [ -z "$(SITE)" ] && [ -f _build/html-zh/index.html ]; then $(MAKE) --no-print-directory site; fi
+	@site="$(SITE)"; root="$(SITE_ROOT)"; \
+	if [ -z "$$site" ]; then if [ -f _build/html-zh/index.html ]; then site=$(SITE_DIR)/html; root=$(SITE_DIR); else site=_build/html; fi; fi; \
+	test -f "$$site/index.html" || { echo "no built site in $$site: run 'make book' first"; exit 1; }; \
+	set -x; $(BIN)/python tools/site_test.py --site "$$site" --root "$${root:-$$site}" --out _build/site-test $(SITE_TEST_ARGS)
+
+# Both editions as they are served and published: _build/site/html (English), _build/site/html-zh (Chinese), the
+# layout the language switch's links expect, and an index.html that opens the English edition (tools/edition_switch.py).
+SITE_DIR := _build/site
+site: $(STAMP)
+	$(BIN)/python tools/edition_switch.py site --en _build/html --zh _build/html-zh --out $(SITE_DIR)
 
 # The whole book as one PDF, offline (tools/book_pdf.py): the single-page build, printed by headless Chromium (the
 # same browser as the site test) with page numbers, a table of contents and one bookmark per part and chapter.
@@ -212,10 +228,18 @@ pdf: $(STAMP)
 	$(BIN)/python tools/book_pdf.py --site _build/singlehtml --out _build/pdf/positional-encoding-corrected.pdf
 
 PORT ?= 8000
+# Both editions when the Chinese one is built (make site first, so the "中文" switch works); otherwise the English one
+# alone, whose "中文" links then go nowhere (said before it starts).
 serve:
 	@test -d _build/html || { echo "run 'make book' first"; exit 1; }
-	@echo "serving _build/html on http://127.0.0.1:$(PORT) (Ctrl-C to stop)"
-	$(PYTHON) -m http.server --bind 127.0.0.1 --directory _build/html $(PORT)
+	@if [ -f _build/html-zh/index.html ]; then \
+	    $(MAKE) --no-print-directory site > /dev/null; \
+	    echo "serving both editions ($(SITE_DIR)) on http://127.0.0.1:$(PORT): English at /html/, Chinese at /html-zh/ (Ctrl-C to stop)"; \
+	    exec $(PYTHON) -m http.server --bind 127.0.0.1 --directory $(SITE_DIR) $(PORT); \
+	else \
+	    echo "serving _build/html on http://127.0.0.1:$(PORT) (Ctrl-C to stop); the Chinese edition is not built, so its '中文' links go nowhere: make book-zh, then make serve again"; \
+	    exec $(PYTHON) -m http.server --bind 127.0.0.1 --directory _build/html $(PORT); \
+	fi
 
 # jupyterlab-myst (requirements.txt) renders MyST in markdown cells. JupyterLab refuses to run as root unless told.
 lab: $(STAMP)

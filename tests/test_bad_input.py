@@ -60,6 +60,7 @@ NO_BAD_INPUT: dict[str, str] = {
     "sandbox.SandboxDied": "an exception class: it takes any message, as every Exception does",
     "sandbox.SandboxTimeout": "an exception class: it takes any message, as every Exception does",
     "grade.GradingInterrupted": "an exception class: it takes any message, as every Exception does",
+    "grade.GraderBroken": "an exception class: it takes any message, as every Exception does",
 }
 
 # ----------------------------------------------------------------------------- strategies of wrong values
@@ -1578,6 +1579,14 @@ REGISTRY.update({
     "grade.read_submission": Case(
         grade.read_submission, lambda: dict(path=_notebook_file(_COURSE_DIR.name, "read.ipynb")), {"path": BAD_PATH},
         extremes=[dict(path=_notebook_file(_COURSE_DIR.name, "empty.ipynb", nbformat.v4.new_notebook()))],
+    ),
+    "grade.self_check": Case(
+        grade.self_check, lambda: dict(isolation="limited", exercises=["t5_bucket"]),
+        {"isolation": st.sampled_from([3, "", "half", ["full"]]),
+         "exercises": st.sampled_from(["t5_bucket", [3], ["nope"], ("t5_bucket", None)]),
+         "hide": BAD_PATHS, "limits": st.sampled_from([{}, 3, "limits", SandboxLimits]), "timeout": bad_float(0.0)},
+        extremes=[dict(exercises=[], hide=[], timeout=LONG)],
+        examples=10,
     ),
     "grade.summary_table": Case(
         grade.summary_table, lambda: dict(result=[]),

@@ -158,7 +158,10 @@ def test_publish_workflow_builds_and_deploys_pages():
     workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "publish.yml").read_text())
     steps = [s.get("uses", s.get("run", "")) for s in workflow["jobs"]["build"]["steps"]]
     assert any("make book" in s for s in steps)
-    assert any(s.startswith("actions/upload-pages-artifact@") for s in steps)
+    # both editions, assembled so that the language switch works (M1), and that folder is what is published
+    assert any("make book-zh" in s for s in steps) and any("make site" in s for s in steps)
+    [upload] = [s for s in workflow["jobs"]["build"]["steps"] if s.get("uses", "").startswith("actions/upload-pages")]
+    assert upload["with"]["path"] == "_build/site"
     assert workflow["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
     assert workflow[True]["push"]["branches"] == ["main"]  # YAML reads the key `on` as True
 
@@ -265,6 +268,65 @@ def test_pdf_chapter_pages_and_bookmarks(tmp_path):
     # blank pages hold no title: the check reports every chapter
     problems = book_pdf.check_pdf(target, entries)
     assert sum("not found on its page" in p for p in problems) == 3
+
+
+# ------------------------------------------------------------------------------------------- the two-edition site
+
+import edition_switch  # noqa: E402
+
+
+def _edition(folder: Path, lang: str, other: str, pages=("index.html", "book/a.html"), switch=True) -> None:
+    for rel in pages:
+        depth = rel.count("/")
+        link = f'<a class="btn edition-switch" href="{"../" * depth}{other}/{rel}">x</a>' if switch else ""
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(f'<!DOCTYPE html><html lang="{lang}"><body>{link}</body></html>')
+
+
+def test_assembled_site_puts_the_editions_where_their_switch_links_point(tmp_path):
+    en, zh = tmp_path / "html", tmp_path / "html-zh"
+    _edition(en, "en", "../html-zh")
+    _edition(zh, "zh-CN", "../html")
+    with pytest.raises(ValueError, match="make book-zh"):
+        edition_switch.assemble_site(en, tmp_path / "missing", tmp_path / "site")
+    edition_switch.assemble_site(en, zh, tmp_path / "site")
+    site = tmp_path / "site"
+    assert (site / "html" / "book" / "a.html").is_file() and (site / "html-zh" / "book" / "a.html").is_file()
+    assert 'url=html/index.html' in (site / "index.html").read_text()
+    for edition in ("html", "html-zh"):
+        for rel in ("index.html", "book/a.html"):
+            parser = site_test._LinkParser()
+            parser.feed((site / edition / rel).read_text())
+            assert site_test.switch_link_problems(site / edition, site, rel, parser.hrefs) == ([], 1, None)
+
+
+def test_switch_links_are_followed_in_the_served_layout(tmp_path):
+    """The site test's switch check on tiny sites: it fails on the layouts that broke the published site (M1/M6)."""
+    en, zh = tmp_path / "html", tmp_path / "html-zh"
+    _edition(en, "en", "../html-zh")
+    href = ["../../html-zh/book/a.html"]
+    # English alone: the other edition is not built; nothing to follow, and the reason is given
+    problems, followed, why = site_test.switch_link_problems(en, en, "book/a.html", href)
+    assert problems == [] and followed == 0 and "not built" in why
+    _edition(zh, "zh-CN", "../html")
+    # both built, the English one served alone (the old make serve, make test-site and GitHub Pages): a 404
+    problems, followed, why = site_test.switch_link_problems(en, en, "book/a.html", href)
+    assert followed == 0 and why is None and "404" in problems[0] and "make site" in problems[0]
+    # both served from their parent: followed
+    assert site_test.switch_link_problems(en, tmp_path, "book/a.html", href) == ([], 1, None)
+    # a page of one edition missing from the other: a 404 on the server
+    (zh / "book" / "a.html").unlink()
+    problems, followed, _ = site_test.switch_link_problems(en, tmp_path, "book/a.html", href)
+    assert followed == 0 and "404" in problems[0]
+    _edition(zh, "zh-CN", "../html")
+    # a switch to another page, to the same edition, to a page in the same language, none or two of them
+    assert "not book/a.html" in site_test.switch_link_problems(en, tmp_path, "book/a.html", ["../../html-zh/index.html"])[0][0]
+    assert site_test.switch_link_problems(en, tmp_path, "book/a.html", ["../../html/book/a.html"])[0]
+    (zh / "book" / "a.html").write_text('<html lang="en"><body></body></html>')
+    assert "same language" in site_test.switch_link_problems(en, tmp_path, "book/a.html", href)[0][0]
+    assert "0 language-switch links" in site_test.switch_link_problems(en, tmp_path, "book/a.html", [])[0][0]
+    assert "2 language-switch links" in site_test.switch_link_problems(en, tmp_path, "book/a.html", href * 2)[0][0]
+    assert "not a relative link" in site_test.switch_link_problems(en, tmp_path, "book/a.html", ["/html-zh/book/a.html"])[0][0]
 
 
 # ------------------------------------------------------------------ student edition, phone tables, PDF (site2)

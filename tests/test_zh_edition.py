@@ -289,7 +289,10 @@ def test_the_switch_opens_the_same_page_of_the_other_edition(tmp_path, monkeypat
     context = {"header_buttons": []}
     edition_switch.add_switch(_FakeApp(language, tmp_path), pagename, "page.html", context, None)
     [button] = context["header_buttons"]
-    assert button["url"] == expected and button["text"] == text and "edition-switch" in button["classes"]
+    # the label says which language it is in: the served CJK font draws "中文" (:lang(zh)), screen readers read it right
+    lang = "en" if language.startswith("zh") else "zh-CN"
+    assert button["url"] == expected and button["text"] == f'<span lang="{lang}">{text}</span>'
+    assert "edition-switch" in button["classes"]
 
 
 def test_a_published_layout_sets_the_other_root(tmp_path, monkeypatch):

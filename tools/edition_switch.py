@@ -9,6 +9,11 @@ to the other's in the environment when it builds:
     BOOK_EDITION_ROOT_EN   from the English root to the Chinese root (default ``../html-zh``)
     BOOK_EDITION_ROOT_ZH   from the Chinese root to the English root (default ``../html``)
 
+Served or published, the two editions must therefore sit side by side. ``make site`` (``python
+tools/edition_switch.py site``) assembles that site from the two builds: ``_build/site/html`` (English),
+``_build/site/html-zh`` (Chinese) and a root ``index.html`` that opens the English edition. ``make serve`` serves
+it, and .github/workflows/publish.yml publishes it; tools/site_test.py checks every switch link in that layout.
+
 In the Chinese edition (``language = "zh_CN"``) it also installs the site labels of
 ``locale/zh_CN/LC_MESSAGES/site.po`` with context "theme" (which tools/zh_edition.py writes next to the generated
 ``_config.yml``) in front of the zh_CN catalogues of Sphinx, the theme and the extensions, for strings those
@@ -19,8 +24,11 @@ literal English.
 from __future__ import annotations
 
 import gettext
+import html
 import json
 import os
+import shutil
+import sys
 from pathlib import Path
 
 from sphinx.application import Sphinx
@@ -164,6 +172,10 @@ _CSS = """\
 @media (max-width: 767.98px) {
   a.edition-switch .btn__text-container { display: none; }
 }
+/* The switch's tooltip ("中文版 ..." on an English page) is a Bootstrap tooltip outside the button, in the page's
+   font stack, which starts with system-ui: the served CJK font first (its unicode-range holds only CJK characters,
+   so every other character falls through to the usual stack). */
+.tooltip-inner { font-family: "Course CJK", var(--pst-font-family-base); }
 """
 
 
@@ -210,9 +222,16 @@ def add_switch(app: Sphinx, pagename: str, templatename: str, context: dict, doc
         labels = site_labels(app)
         text = labels.get(("switch", "English"), "English")
         tooltip = labels.get(("switch", "Read this page in English"), "Read this page in English")
+        lang = "en"
     else:
         text, tooltip = "中文", "中文版 (Chinese edition of this page)"
-    buttons.append({"type": "link", "url": href, "text": text, "tooltip": tooltip, "icon": "fas fa-language",
+        lang = "zh-CN"
+    # The label is in the other edition's language and says so (lang): screen readers read it in that language, and
+    # on an English page the served CJK font draws it (tools/book_site.py's `:lang(zh)` rule). Without the mark it
+    # was drawn by the system-ui font, which on a machine without a CJK font shows two empty boxes. The theme's
+    # template writes `text` as it is (Sphinx's templates are not auto-escaped).
+    label = f'<span lang="{lang}">{html.escape(text)}</span>'
+    buttons.append({"type": "link", "url": href, "text": label, "tooltip": tooltip, "icon": "fas fa-language",
                     "label": "edition-switch", "classes": "edition-switch"})
 
 
@@ -264,3 +283,74 @@ def setup(app: Sphinx) -> dict:
     app.connect("build-finished", write_css)
     app.add_css_file("edition_switch.css")
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+# ----------------------------------------------------------------------------------------------- the assembled site
+
+SITE_INDEX = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<meta http-equiv="Refresh" content="0; url={en}/index.html">
+<link rel="canonical" href="{en}/index.html">
+</head>
+<body>
+<p><a href="{en}/index.html">{title}</a> (English)</p>
+<p><a href="{zh}/index.html" lang="zh-CN">中文版</a></p>
+</body>
+</html>
+"""
+
+
+def assemble_site(english: Path, chinese: Path, out: Path, title: str = "Positional Encoding, Corrected") -> None:
+    """Copy both built editions into ``out`` in the layout their switch links expect (siblings named after the
+    default roots, ``html`` and ``html-zh``) and write a root ``index.html`` that opens the English edition.
+
+    ``out`` is replaced. A missing edition is a ValueError that says which ``make`` target builds it."""
+    for site, target in ((english, "make book"), (chinese, "make book-zh")):
+        if not (site / "index.html").is_file():
+            raise ValueError(f"no built edition in {site}: run `{target}` first")
+    en_name, zh_name = Path(DEFAULT_ROOTS["zh"]).name, Path(DEFAULT_ROOTS["en"]).name  # "html", "html-zh"
+    # Assembled beside ``out`` and then swapped in, so that a server or a site test reading ``out`` (make serve
+    # assembles again each time it starts) never sees a half-copied site.
+    new, old = out.with_name(out.name + ".new"), out.with_name(out.name + ".old")
+    for folder in (new, old):
+        if folder.exists():
+            shutil.rmtree(folder)
+    new.mkdir(parents=True)
+    shutil.copytree(english, new / en_name)
+    shutil.copytree(chinese, new / zh_name)
+    (new / "index.html").write_text(SITE_INDEX.format(title=html.escape(title), en=en_name, zh=zh_name),
+                                    encoding="utf-8")
+    (new / ".nojekyll").write_text("")  # GitHub Pages: serve the _static folders as they are
+    if out.exists():
+        out.rename(old)
+    new.rename(out)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    root = Path(__file__).resolve().parents[1]
+    parser = argparse.ArgumentParser(description="Assemble the two-edition site (make site).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    site = sub.add_parser("site", help="both editions side by side, with a root index opening the English one")
+    site.add_argument("--en", type=Path, default=root / "_build" / "html")
+    site.add_argument("--zh", type=Path, default=root / "_build" / "html-zh")
+    site.add_argument("--out", type=Path, default=root / "_build" / "site")
+    args = parser.parse_args(argv)
+    try:
+        assemble_site(args.en, args.zh, args.out)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"==> both editions in {args.out}: {args.out}/html (English), {args.out}/html-zh (Chinese), "
+          f"{args.out}/index.html opens the English edition")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

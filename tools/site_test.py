@@ -1,6 +1,6 @@
 """Test the built book in a real browser: `make test-site` (after `make book`).
 
-    python tools/site_test.py [--site _build/html] [--out _build/site-test] [--chromium /usr/bin/chromium]
+    python tools/site_test.py [--site _build/html] [--root FOLDER] [--out _build/site-test] [--chromium /usr/bin/chromium]
 
 Serves the built site from 127.0.0.1 (a server inside this process, on a free port, stopped when the test ends or
 after --time-limit seconds), opens every page in headless Chromium (Debian's `chromium`, driven by Playwright
@@ -12,7 +12,13 @@ another host, and fails on:
 * a broken image; an internal link to a missing file or a missing anchor;
 * a launch button (Binder, Colab) that does not point at a notebook of this repository at its path;
 * horizontal scrolling at 390 px width, on every page;
-* a word or number of a table cell broken over two lines at 390 px (a table squeezed instead of scrolling).
+* a word or number of a table cell broken over two lines at 390 px (a table squeezed instead of scrolling);
+* a language switch ("中文" / "English" in the header) missing, or one that does not open the same page of the other
+  edition as served: with --root, the folder served at the web root (make site's _build/site, holding both editions),
+  every switch link is followed on the server. Where the other edition is not built (the English build tested alone,
+  the student edition) the links cannot be followed: the summary says so, with how many were left unchecked; one
+  built beside it but not served with it fails (its switch is a 404 there, as on the site published before);
+* a switch label drawn without the served CJK font (the "中文" on every English page must not be empty boxes).
 
 It also checks that searching for "rotary" lists the RoPE chapter, that an exercise solution and a proof fold
 and unfold, and that a page opened straight from disk (file://) renders its math. Screenshots go to --out.
@@ -83,6 +89,9 @@ class Report:
     pages: int = 0
     blocks: int = 0
     cjk_samples: int = 0
+    switch_links: int = 0
+    switch_labels: int = 0
+    switch_unchecked: dict[str, int] = field(default_factory=dict)  # why a switch link could not be followed: count
 
     def fail(self, page: str, message: str) -> None:
         self.problems.append(f"{page}: {message}")
@@ -198,12 +207,14 @@ _PAGE_STATE_JS = """
   const ids = Array.from(document.querySelectorAll("[id]")).map((e) => e.id)
     .concat(Array.from(document.querySelectorAll("a[name]")).map((e) => e.getAttribute("name")));
   // The language switch links to the sibling edition, outside the served folder (tools/zh_edition.py checks it).
+  // The language switch goes to the other edition: checked on its own (switch_link_problems).
   const links = Array.from(document.querySelectorAll("a[href]:not(.edition-switch)")).map((a) => a.href);
+  const switches = Array.from(document.querySelectorAll("a.edition-switch")).map((a) => a.getAttribute("href") || "");
   const images = Array.from(document.images).map((img) => ({src: img.currentSrc || img.src,
     ok: img.complete && img.naturalWidth > 0}));
   const mathSource = document.querySelectorAll("span.math, div.math").length;
   const mathRendered = document.querySelectorAll("mjx-container").length;
-  return {raw, ids, links, images, mathSource, mathRendered};
+  return {raw, ids, links, switches, images, mathSource, mathRendered};
 }
 """
 
@@ -481,6 +492,106 @@ def check_cjk(page, rel: str, report: Report, cdp) -> int:
     return len(samples)
 
 
+# The language switch's label in the header: its CJK characters (the "中文" of an English page), tagged
+# data-pe-switch-label, with their advance in em. Null when the label is hidden (phones) or has no CJK character.
+_SWITCH_LABEL_JS = """
+(pattern) => {
+  const re = new RegExp(pattern, 'gu');
+  const label = document.querySelector('a.edition-switch .btn__text-container');
+  if (!label || !label.getClientRects().length || !label.checkVisibility({visibilityProperty: true})) return null;
+  const walker = document.createTreeWalker(label, NodeFilter.SHOW_TEXT);
+  let node, chars = 0, advance = 0;
+  let holder = null;
+  while ((node = walker.nextNode())) {
+    let index = 0;
+    for (const ch of node.textContent) {
+      if (ch.match(re)) {
+        const range = document.createRange();
+        range.setStart(node, index); range.setEnd(node, index + ch.length);
+        advance += range.getBoundingClientRect().width;
+        chars += 1;
+        holder = holder || node.parentElement;
+      }
+      index += ch.length;
+    }
+  }
+  if (!chars) return null;
+  holder.dataset.peSwitchLabel = '1';
+  return {text: label.textContent.trim(), chars, em: advance / chars / parseFloat(getComputedStyle(holder).fontSize)};
+}
+"""
+
+
+def _served_glyph_problem(cdp, selector: str, chars: int, em: float, text: str) -> str | None:
+    """Why the element at ``selector`` does not show its ``chars`` CJK characters in the served font, or None."""
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    node_id = cdp.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+    fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node_id})["fonts"]
+    served = sum(f["glyphCount"] for f in fonts if f.get("isCustomFont"))
+    if served < chars:
+        used = ", ".join(f"{f['familyName']} ({f['glyphCount']})" for f in fonts)
+        return f"not drawn by the served font ({served} of {chars} CJK glyphs; fonts used: {used}): {text!r}"
+    if not 0.9 <= em <= 1.1:
+        return f"CJK characters advance by {em:.2f} em, not about 1 (missing glyphs?): {text!r}"
+    return None
+
+
+def check_switch_label(page, rel: str, report: Report, cdp) -> int:
+    """The language switch's label renders with real glyphs of the served font (1 if checked, 0 if it has no CJK
+    character or is hidden)."""
+    sample = page.evaluate(_SWITCH_LABEL_JS, cjk_font.CJK_CLASS_JS)
+    if not sample:
+        return 0
+    problem = _served_glyph_problem(cdp, "[data-pe-switch-label]", sample["chars"], sample["em"], sample["text"])
+    if problem:
+        report.fail(rel, f"the language switch's label is {problem}")
+    return 1
+
+
+_HTML_LANG = re.compile(r'<html[^>]*\blang="([^"]*)"', re.I)
+
+
+def switch_link_problems(site: Path, root: Path, rel: str, hrefs: list[str]) -> tuple[list[str], int, str | None]:
+    """Check the language-switch links of the page ``rel`` of the edition ``site``, served from ``root`` (the folder
+    at the web root: ``site`` itself, or a folder holding both editions).
+
+    Every page has exactly one switch, and it opens the same page of the other edition on the server: a file under
+    ``root`` at the URL the browser goes to, with the same path inside its edition, and another language. Returns
+    (problems, links followed, why the link could not be followed or None). It cannot be followed when the other
+    edition is not built; built beside ``site`` but not under ``root`` (served alone) is a problem."""
+    if len(hrefs) != 1:
+        return [f"{len(hrefs)} language-switch links (expected 1)"], 0, None
+    href = hrefs[0].split("#")[0]
+    page = site / rel
+    if urllib.parse.urlsplit(href).scheme or href.startswith("/"):
+        return [f"the language switch is not a relative link: {href}"], 0, None
+    site_url = "/" + site.resolve().relative_to(root.resolve()).as_posix().strip(".").strip("/")
+    page_url = site_url.rstrip("/") + "/" + rel
+    served = urllib.parse.unquote(urllib.parse.urlsplit(urllib.parse.urljoin("http://h" + page_url, href)).path)
+    served_file = root / served.lstrip("/")
+    on_disk = Path(os.path.normpath(page.parent / urllib.parse.unquote(href)))
+    other = on_disk
+    for _ in Path(rel).parts:  # the other edition's root: the target minus this page's path inside its edition
+        other = other.parent
+    if served_file.is_file():
+        problems = []
+        if not served.endswith("/" + rel) or served_file.resolve().is_relative_to(site.resolve()):
+            problems.append(f"the language switch opens {served}, not {rel} of the other edition")
+        lang_here = _HTML_LANG.search(page.read_text(encoding="utf-8")[:3000])
+        lang_there = _HTML_LANG.search(served_file.read_text(encoding="utf-8")[:3000])
+        if lang_here and lang_there and lang_here.group(1) == lang_there.group(1):
+            problems.append(f"the language switch opens {served}, a page in the same language ({lang_here.group(1)})")
+        return problems, 1, None
+    if (other / "index.html").is_file() and other.resolve().is_relative_to(root.resolve()):
+        return [f"the language switch opens {served}, which the server does not have (404)"], 0, None
+    if (other / "index.html").is_file():
+        # the published site and make serve before both editions were assembled: every switch a 404
+        return [f"the language switch opens {served}, which the server does not have (404): the other edition "
+                f"({other}) is built but not served with this one; serve both (make site) and test there "
+                f"(--root; make test-site does when both are built)"], 0, None
+    return [], 0, f"the other edition is not built ({other})"
+
+
 def served_font_problems(site: Path) -> tuple[int, list[str]]:
     """Every CJK character of the built pages is in the font the site serves."""
     chars = cjk_font.chars_in_files(cjk_font.site_pages(site))
@@ -557,8 +668,12 @@ def _is_local(url: str, origin: str, site: Path | None = None) -> bool:
 
 def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, report: Report,
                        only: str | None = None, search: tuple[str, str] = ("rotary", "rope_first_principles.html"),
-                       student: bool = False) -> None:
+                       student: bool = False, root: Path | None = None) -> None:
+    """``root``: the folder served at the web root (default ``site``); ``site`` lies inside it."""
     from playwright.sync_api import sync_playwright
+
+    root = site if root is None else root
+    prefix = site.resolve().relative_to(root.resolve()).as_posix().strip(".").strip("/")
 
     pages = sorted(p for p in site.rglob("*.html") if not p.relative_to(site).parts[0].startswith(("_", "."))
                    and 'http-equiv="Refresh"' not in p.read_text(encoding="utf-8")[:2000]  # skip redirect stubs
@@ -568,7 +683,8 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
     out.mkdir(parents=True, exist_ok=True)
     profile = tempfile.mkdtemp(prefix="site-test-profile-")
     try:
-        with LocalServer(site, time_limit) as server, sync_playwright() as pw:
+        with LocalServer(root, time_limit) as server, sync_playwright() as pw:
+            base = server.origin + (f"/{prefix}" if prefix else "")  # the URL of the edition under test
             context = pw.chromium.launch_persistent_context(
                 profile,
                 executable_path=chromium,
@@ -606,13 +722,13 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                     and report.fail(current["page"], f"HTTP {resp.status}: {resp.url}"))
 
             current["page"] = "clipping self-test"
-            check_detector(page, server.origin, report)
+            check_detector(page, base, report)
             progress(f"clipping detector self-test: {'ok' if not any('self-test' in p for p in report.problems) else 'FAILED'}")
             for number, path in enumerate(pages, start=1):
                 rel = path.relative_to(site).as_posix()
                 current["page"] = rel
                 before = len(report.problems)
-                page.goto(f"{server.origin}/{rel}", wait_until="load")
+                page.goto(f"{base}/{rel}", wait_until="load")
                 status = page.evaluate(_WAIT_FOR_MATHJAX_JS)
                 if status != "ok":
                     report.fail(rel, status)
@@ -628,6 +744,12 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                         report.fail(rel, f"broken image: {image['src']}")
                 ids_by_path[rel] = set(state["ids"])
                 links_by_page[rel] = state["links"]
+                switch_problems, followed, unchecked = switch_link_problems(site, root, rel, state["switches"])
+                for problem in switch_problems:
+                    report.fail(rel, problem)
+                report.switch_links += followed
+                if unchecked:
+                    report.switch_unchecked[unchecked] = report.switch_unchecked.get(unchecked, 0) + 1
                 report.pages += 1
                 for heading in page.evaluate(_QUOTE_HEADINGS_JS):
                     report.fail(rel, f"a quotation renders as a heading (a quoted '#' line?): {heading!r}")
@@ -636,6 +758,7 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                 for problem in clipped:
                     report.fail(f"{rel} at 1280px", problem)
                 report.cjk_samples += check_cjk(page, rel, report, cdp)
+                report.switch_labels += check_switch_label(page, rel, report, cdp)
                 progress(f"[{number:2d}/{len(pages)}] 1280px {rel}: {checked} blocks, "
                          f"{len(report.problems) - before} problem(s)")
 
@@ -645,12 +768,14 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                     if not _is_local(link, server.origin):
                         continue
                     parts = urllib.parse.urlsplit(link)
-                    target = urllib.parse.unquote(parts.path).lstrip("/") or "index.html"
-                    if target.endswith("/"):
-                        target += "index.html"
-                    if not (site / target).is_file():
+                    served = urllib.parse.unquote(parts.path).lstrip("/")
+                    if served == "" or served.endswith("/"):
+                        served += "index.html"
+                    if not (root / served).is_file():
                         report.fail(rel, f"broken link: {link}")
                         continue
+                    # the same path inside the edition under test (ids_by_path's keys)
+                    target = served[len(prefix) + 1:] if prefix and served.startswith(prefix + "/") else served
                     if parts.fragment and target.endswith(".html"):
                         anchor = urllib.parse.unquote(parts.fragment)
                         if target not in ids_by_path:
@@ -659,18 +784,18 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                             report.fail(rel, f"broken anchor: {link}")
 
             current["page"] = f"search.html?q={search[0]}"
-            check_search(page, server.origin, out, report, search)
+            check_search(page, base, out, report, search)
             progress("search: checked")
             current["page"] = "fold/unfold"
-            check_folding(page, server.origin, site, out, report, student)
+            check_folding(page, base, site, out, report, student)
             current["page"] = "390px"
             page.set_viewport_size({"width": 390, "height": 844})
-            check_table_detector(page, server.origin, report)
+            check_table_detector(page, base, report)
             for number, path in enumerate(pages, start=1):
                 rel = path.relative_to(site).as_posix()
                 current["page"] = f"{rel} at 390px"
                 before = len(report.problems)
-                page.goto(f"{server.origin}/{rel}", wait_until="load")
+                page.goto(f"{base}/{rel}", wait_until="load")
                 page.evaluate(_WAIT_FOR_MATHJAX_JS)
                 page.evaluate(_WAIT_FOR_LAYOUT_JS)
                 overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
@@ -803,6 +928,9 @@ def check_file_url(page, site: Path, out: Path, report: Report) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", type=Path, default=ROOT / "_build" / "html")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="the folder served at the web root, holding --site (default: --site itself); "
+                             "make site's _build/site holds both editions, so the language switch can be followed")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "site-test")
     parser.add_argument("--chromium", default=os.environ.get("CHROMIUM", CHROMIUM))
     parser.add_argument("--time-limit", type=float, default=1500.0, help="seconds before the server stops itself")
@@ -817,6 +945,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if not (args.site / "index.html").is_file():
         print(f"no built site at {args.site}: run `make book` first")
+        return 2
+    root = args.site if args.root is None else args.root
+    if not args.site.resolve().is_relative_to(root.resolve()):
+        print(f"--site {args.site} is not inside --root {root}")
         return 2
     try:
         import playwright  # noqa: F401
@@ -844,13 +976,16 @@ def main(argv: list[str] | None = None) -> int:
     report.problems.extend(f"CJK font: {p}" for p in font_problems)
     progress(f"CJK font: {cjk_chars} characters used by the pages, {len(font_problems)} problem(s)")
     run_browser_checks(args.site, args.out, args.chromium, args.time_limit, report, only=args.pages,
-                       search=(query, expected), student=args.student)
+                       search=(query, expected), student=args.student, root=root)
 
     elapsed = time.perf_counter() - start
     print(f"site test: {report.pages} pages, {report.blocks} blocks checked for clipping at 1280 and 390 px, "
           f"{report.cjk_samples} Chinese text samples checked for glyphs, "
-          f"{launch_links} launch links, {len(report.blocked)} blocked "
+          f"{launch_links} launch links, {report.switch_links} language-switch links followed, "
+          f"{report.switch_labels} switch labels checked for glyphs, {len(report.blocked)} blocked "
           f"requests to other hosts, {len(report.problems)} problems, {elapsed:.0f} s; screenshots in {args.out}")
+    for reason, count in report.switch_unchecked.items():
+        print(f"  NOT CHECKED: {count} language-switch link(s) could not be followed: {reason}")
     for problem in report.problems:
         print(f"  FAIL {problem}")
     return 1 if report.problems else 0

@@ -89,9 +89,15 @@ def main() -> int:
 
     port = free_port()
     print(f"==> make serve PORT={port}", flush=True)
+    # with the Chinese edition built, make serve serves both editions (_build/site: /html/ and /html-zh/)
+    both = (ROOT / "_build" / "html-zh" / "index.html").is_file()
+    pages = {"/html/book/intro.html": "Positional Encoding, Corrected", "/html-zh/book/intro.html": "位置编码：勘误与正解"}
+    if not both:
+        pages = {"/book/intro.html": "Positional Encoding, Corrected"}
     with Server(["make", "serve", f"PORT={port}"]):
-        if "Positional Encoding, Corrected" not in get(f"http://127.0.0.1:{port}/book/intro.html", 60):
-            problems.append("make serve: the intro page does not answer")
+        for page, title in pages.items():
+            if title not in get(f"http://127.0.0.1:{port}{page}", 60):
+                problems.append(f"make serve: {page} does not answer with its title {title!r}")
 
     run("make", "workbook")
     notebooks = sorted((ROOT / "workbook").rglob("*.ipynb"))

@@ -237,6 +237,17 @@ def _enter_fresh_root(config: dict[str, Any]) -> None:
         elif os.path.isdir(folder):
             _make_dirs(new + folder)
             _bind_readonly(folder, new + folder)
+    # /tmp: the only writable place, a tmpfs of limited size (the disk quota); /dev/shm is a folder inside it. It is
+    # mounted before the Python folders are bound: a checkout (and its .venv) under /tmp, as `mktemp -d` gives, is
+    # then bound on top of the fresh /tmp instead of being hidden by it (read-only, in root-owned folders that the
+    # sticky /tmp lets no other user remove). Nothing else of the grader's /tmp is visible.
+    _make_dirs(new + "/tmp")
+    _mount("tmpfs", new + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={int(config['tmp_bytes'])},mode=1777")
+    uid = int(config["uid"])
+    for folder, mode in (("/tmp/work", 0o700), ("/tmp/home", 0o700), ("/tmp/.shm", 0o1777)):
+        os.mkdir(new + folder)
+        os.chmod(new + folder, mode)
+        os.chown(new + folder, uid, uid)
     for folder in config["python"]:  # the interpreter, the standard library, site-packages
         if os.path.isdir(folder):
             _make_dirs(new + folder)
@@ -254,14 +265,6 @@ def _enter_fresh_root(config: dict[str, Any]) -> None:
             _mount(None, new + parent, None, _MS_REMOUNT | _MS_NOSUID | _MS_NODEV | _MS_RDONLY, "size=16k,mode=0755")
     _make_dirs(new + "/grading")
     _bind_readonly(config["build"], new + "/grading")
-    # /tmp: the only writable place, a tmpfs of limited size (the disk quota); /dev/shm is a folder inside it
-    _make_dirs(new + "/tmp")
-    _mount("tmpfs", new + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={int(config['tmp_bytes'])},mode=1777")
-    uid = int(config["uid"])
-    for folder, mode in (("/tmp/work", 0o700), ("/tmp/home", 0o700), ("/tmp/.shm", 0o1777)):
-        os.mkdir(new + folder)
-        os.chmod(new + folder, mode)
-        os.chown(new + folder, uid, uid)
     _make_dirs(new + "/dev")
     for device in ("null", "zero", "full", "random", "urandom"):
         with open(new + "/dev/" + device, "w"):

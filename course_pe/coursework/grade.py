@@ -33,8 +33,15 @@ The submission is untrusted code; the grader is the only trusted party.
 * **Recording.** The gradebook (:mod:`course_pe.coursework.gradebook`). Existing grades are replaced only with
   ``--replace`` (``REPLACE=1``); otherwise the grader stops before grading (exit status 2) and names the students.
 
+* **A broken grader is not a class of zeros.** Before grading, the grader starts one sandbox exactly as a
+  submission's would be started and runs a known cell and call in it (:func:`self_check`). If that fails (the sandbox
+  cannot start, or cannot import NumPy, PyTorch, IPython or the grading build), nothing is graded or recorded. During
+  a batch, a submission whose sandbox never started is recorded only once another submission's checks have run; if
+  none ever do, none is recorded (:class:`GraderBroken`).
+
 Exit status 0 when grading completed (whatever the scores), 2 when the arguments are wrong (a missing ``NB`` file
-included: nothing is recorded), 130 when interrupted.
+included: nothing is recorded), 3 when the grader itself cannot run submissions here (nothing is recorded; the
+gradebook keeps what it had), 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -90,6 +97,7 @@ __all__ = [
     "ExerciseGrade",
     "FolderResult",
     "GradeReport",
+    "GraderBroken",
     "GradingInterrupted",
     "answer_cells",
     "assignment_from_path",
@@ -98,6 +106,7 @@ __all__ = [
     "grade_notebook",
     "main",
     "read_submission",
+    "self_check",
     "summary_table",
 ]
 
@@ -389,6 +398,57 @@ def _resolve_exercises(assignment: str | None, exercises: list[str] | None) -> t
         if not exercises:
             exercises = None
     return assignment, exercises
+
+
+class GraderBroken(Exception):
+    """The grader itself cannot run submissions here (the sandbox cannot start, or cannot import or run what graded
+    code needs): a fault of the machine or the installation, not of any submission. Nothing was graded or recorded."""
+
+
+#: the self-check's cell: what every graded submission needs (NumPy, PyTorch, the grading build of course_pe, IPython
+#: running a cell) and a function the grader then calls over the channel
+_SELF_CHECK_CELL = (
+    "import numpy as np\nimport torch\nimport course_pe\n"
+    "from IPython.core import oinspect  # imported lazily by IPython: fails where the installation is half hidden\n"
+    "_total = float(torch.ones(3, dtype=torch.float64) @ torch.arange(3, dtype=torch.float64))\n"
+    "def grader_self_check():\n    return np.array([_total, 1.0, 2.0])\n"
+)
+
+
+def self_check(isolation: str | None = None, *, exercises: list[str] | None = None, hide: list[Path] | None = None,
+               limits: SandboxLimits | None = None, timeout: float = 120.0) -> None:
+    """Start one sandbox as a submission's would be started (``isolation``, the grading build without the functions
+    of ``exercises``, the folders ``hide`` hidden) and run a known cell and call in it; raise :class:`GraderBroken`
+    with the reason when that fails. The batch and the one-notebook command run it before grading, so that a broken
+    environment (for instance a Python installation the sandbox cannot see) stops with an error instead of
+    recording every submission as "not graded" with 0 points."""
+    level = check_choice("isolation", isolation, ("full", "limited")) if isolation is not None \
+        else containment().level
+    exercises = exercises_for_chapter(chapters()[0]) if exercises is None else _resolve_exercises(None, exercises)[1]
+    timeout = check_float("timeout", timeout, minimum=0.0, strict_minimum=True)
+    unavailable = sorted({name for e in exercises or [] for name in EXERCISES[e].library})
+    what = f"the grader's self-check at the {level} isolation level failed"
+    try:
+        with Sandbox(unavailable=unavailable, limits=limits, isolation=level, hide=_check_folders("hide", hide),
+                     deadline=time.monotonic() + timeout) as box:
+            error = box.run_cell(_SELF_CHECK_CELL, timeout)
+            if error is not None:
+                raise GraderBroken(f"{what}: a known-good cell raised in the sandbox: {error}")
+            got = box.call("grader_self_check", (), timeout)
+    except (SandboxDied, SandboxTimeout) as exc:
+        raise GraderBroken(f"{what}: {_clean(str(exc), 600)}") from None
+    value = got.value if got.status == "ok" else None
+    if value is None or np.shape(value) != (3,) or not np.array_equal(np.asarray(value, dtype=np.float64),
+                                                                        [3.0, 1.0, 2.0]):
+        raise GraderBroken(f"{what}: a known call gave {got.status} {_clean(str(got.error or value), 300)}, not "
+                           "[3, 1, 2]")
+
+
+def _infrastructure_failure(report: GradeReport) -> bool:
+    """True when nothing of the submission ran because the grader could not (its sandbox never started, or the grader
+    raised): such a 0 says nothing about the student."""
+    return bool(report.exercises) and all(e.status == "not graded" for e in report.exercises) and any(
+        p.startswith(("the sandbox could not start", "the grader failed on this submission")) for p in report.problems)
 
 
 def grade_cells(
@@ -750,8 +810,11 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
     prepare(level)  # the template process belongs to this (main) thread, not to a worker
     allow_new()
     stop = threading.Event()
-    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     hide = [folder.resolve(), out.resolve()]
+    if to_grade:  # before anything is graded or recorded: a broken grader stops here (GraderBroken)
+        with serialised_parsing():
+            self_check(level, exercises=ids, hide=hide, limits=options.get("limits"))
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
     def one(entry: Intake) -> GradeReport | None:
         if stop.is_set():
@@ -782,6 +845,10 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
     from tqdm import tqdm
 
     reports: list[GradeReport] = []
+    # Reports of submissions that the grader could not run at all (see _infrastructure_failure) wait here until one
+    # submission's sandbox has worked: if none ever does, the grader is broken and none of them is recorded.
+    held: list[GradeReport] = []
+    sandbox_worked = False
     interrupted = False
     previous = {}
     if threading.current_thread() is threading.main_thread():
@@ -803,8 +870,19 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
                     for future in done:
                         report = future.result()
                         if report is not None:
-                            book.record(report)
-                            reports.append(report)
+                            if _infrastructure_failure(report) and not sandbox_worked:
+                                held.append(report)
+                            else:
+                                # checks ran (passed or failed): the sandbox works, the held ones were individual
+                                sandbox_worked = sandbox_worked or any(
+                                    e.status in ("passed", "failed") for e in report.exercises)
+                                if sandbox_worked:
+                                    for waiting in held:
+                                        book.record(waiting)
+                                        reports.append(waiting)
+                                    held.clear()
+                                book.record(report)
+                                reports.append(report)
                         bar.update(1)
         except KeyboardInterrupt:
             interrupted = True
@@ -828,6 +906,7 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
                 parsing.__exit__(None, None, None)
             allow_new()
             os.close(dir_fd)
+            broken = bool(held) and not interrupted  # (interrupted: the held ones are reported as not graded)
             book.export()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -839,6 +918,11 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
                           time.monotonic() - started)
     if interrupted:
         raise GradingInterrupted(result)
+    if broken:
+        reasons = sorted({r.problems[0] for r in held if r.problems})
+        raise GraderBroken(f"no submission could be run: the sandbox failed for all {len(held)} notebook(s) the "
+                           f"grader tried ({'; '.join(_clean(x, 300) for x in reasons[:3])}). None of them was "
+                           f"recorded; the gradebook in {out} keeps what it had")
     return result
 
 
@@ -978,6 +1062,12 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous_term)
 
 
+_BROKEN_HELP = ("The grader, not a submission, is at fault: nothing was graded or recorded, and the gradebook keeps "
+                "what it had. Check that the course's installation works (make install), try ISOLATION=limited to "
+                "see whether only the full isolation level fails, and see the instructor guide (grading, "
+                "troubleshooting).")
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -992,6 +1082,9 @@ def _run(args: argparse.Namespace, options: dict[str, Any], exercises: list[str]
                 result = grade_folder(args.dir, assignment=args.assignment, out=args.out, roster=args.roster,
                                       roster_column=args.roster_column, jobs=args.jobs, replace=args.replace,
                                       **options)
+            except GraderBroken as broken:
+                print(f"error: {broken}\n{_BROKEN_HELP}", file=sys.stderr)
+                return 3
             except GradingInterrupted as stop:
                 result = stop.args[0]
                 print(summary_table(result))
@@ -1019,8 +1112,18 @@ def _run(args: argparse.Namespace, options: dict[str, Any], exercises: list[str]
                 raise ValueError(f"{args.student} already has a grade for {assignment} (as {same[0]!r}, graded "
                                  f"{same[1]}; names that differ only in case are one student); pass REPLACE=1 "
                                  "(--replace) to replace it")
-        report = grade_notebook(args.notebook, student=args.student, assignment=args.assignment, out=args.out,
-                                **options)
+        try:
+            self_check(options["isolation"] or where.level, exercises=exercises or (
+                exercises_for_chapter(assignment) if assignment in chapters() else None),
+                hide=[args.notebook.resolve().parent, args.out.resolve()])
+            report = grade_notebook(args.notebook, student=args.student, assignment=args.assignment, out=args.out,
+                                    **options)
+            if _infrastructure_failure(report):
+                raise GraderBroken(f"the sandbox failed for {args.notebook} before any of its code ran "
+                                   f"({_clean(report.problems[0], 400)}); nothing was recorded")
+        except GraderBroken as broken:
+            print(f"error: {broken}\n{_BROKEN_HELP}", file=sys.stderr)
+            return 3
         with _signals_deferred() as caught:  # recorded and exported whole, or not at all
             json_file = book.record(report)
             book.export()

@@ -722,7 +722,12 @@ class Sandbox:
         if self.isolation == "full":
             package = package_folder()
             repo = repository_root()
-            hide = [str(p) for p in [package, repo, *self.hide] if p is not None]
+            # The grader's /tmp is replaced by the sandbox's own tmpfs, so a submissions or gradebook folder that *is*
+            # /tmp is hidden by construction (the check "absent" would find the fresh /tmp); folders below it are
+            # hidden like any other.
+            fresh_tmp = os.path.realpath("/tmp")
+            kept = [p for p in self.hide if os.path.realpath(p) != fresh_tmp]
+            hide = [str(p) for p in [package, repo, *kept] if p is not None]
             request.update({
                 "root_mount": str(work_root() / "root"), "uid": _new_uid(), "tmp_bytes": self.limits.tmp_bytes,
                 "system": [f for f in _SYSTEM_FOLDERS if os.path.lexists(f)], "python": _python_folders(),
@@ -730,7 +735,7 @@ class Sandbox:
                 # what the submission must not see (a bare folder may remain where a kept one lies inside it)
                 "must_be_absent": [str(package / "__init__.py"), str(package / "coursework" / "exercises.py"),
                                    *([str(repo / "book"), str(repo / "_toc.yml")] if repo is not None else []),
-                                   *[str(p) for p in self.hide]],
+                                   *[str(p) for p in kept]],
             })
         else:
             request["memory_by_cgroup"] = False  # the limited child joins no cgroup
