@@ -1,6 +1,8 @@
 # Positional Encoding, Corrected: build the book and run the tests from a machine with only python3.
 #
 #   make test     pytest (package) + nbval in strict mode on every notebook in the TOC, side by side (TEST_JOBS)
+#   make test-package / make test-notebooks  the two halves of make test: pytest on tests/ only, nbval only
+#   make jdk      check that the JDK make test needs (javac, javap, java) is installed
 #   make test-portable  nbval again under other BLAS/ATen kernels and another thread count (portability policy)
 #   make book     HTML book in _build/html, warnings are errors
 #   make execute  re-run every TOC notebook in place (deterministic) after an intended change
@@ -22,6 +24,8 @@
 #   make mutation mutation testing (mutmut) of the five core modules in a temporary copy; slow (about 20 min on one
 #                 core), not part of `make test` or CI; see tests/MUTATION.md
 #   make clean    remove build outputs (make distclean also removes .venv)
+#   make install  create .venv and install the pins (every target that needs Python does this first)
+#   make help     print this list
 #
 # The first target that needs Python creates .venv and installs requirements.txt and the package
 # (editable). It re-installs only when requirements.txt or pyproject.toml change (hash stamp).
@@ -53,8 +57,12 @@ export JUPYTER_PLATFORM_DIRS := 1
 .PHONY: book-zh locale-update
 .PHONY: mutation install test test-package test-notebooks test-portable book book-student test-site execute serve lab workbook grade nbgrader clean distclean
 .PHONY: gradescope
-.PHONY: jdk lab-student pdf
+.PHONY: jdk lab-student pdf help
 .PHONY: site
+
+# make help: the comment block at the top of this file, without its comment marks.
+help:
+	@awk '!/^#/ {exit} {sub(/^# ?/, ""); print}' $(firstword $(MAKEFILE_LIST))
 
 install: $(STAMP)
 
@@ -134,15 +142,18 @@ execute: $(STAMP)
 
 # The student edition is built from a copy of the sources in which every notebook went through the workbook
 # transformation (solutions removed, stored outputs kept except for stubs and check cells); its pages then lose
-# the "Your answer here." placeholders (book_tools.py student-pages), which only make sense in a notebook.
+# the "Your answer here." placeholders (book_tools.py student-pages), which only make sense in a notebook. Its pages
+# have no Binder/Colab/edit buttons (they would open the repository's notebooks, with solutions); the download
+# button gives the page's workbook notebook. check-student-site fails the build if any link reaches a solution.
 STUDENT_SRC := _build/student_src
 book-student: $(STAMP)
 	rm -rf $(STUDENT_SRC) && mkdir -p $(STUDENT_SRC)
 	cp -r book tools _toc.yml references.bib $(STUDENT_SRC)/
-	$(BIN)/python -c "import yaml; c = yaml.safe_load(open('_config.yml')); c['title'] += ' (student edition)'; yaml.safe_dump(c, open('$(STUDENT_SRC)/_config.yml', 'w'), allow_unicode=True)"
+	$(BIN)/python tools/book_tools.py student-config _config.yml $(STUDENT_SRC)/_config.yml
 	$(BIN)/python -m course_pe.coursework.workbook $(NOTEBOOKS) --out $(STUDENT_SRC) --keep-outputs > /dev/null
 	$(BIN)/python tools/book_tools.py student-pages $(STUDENT_SRC)
 	$(BIN)/jupyter-book build $(STUDENT_SRC) --path-output _build/student --builder html -W -n --keep-going
+	$(BIN)/python tools/book_tools.py check-student-site _build/student/_build/html
 
 workbook: $(STAMP)
 	$(BIN)/python -m course_pe.coursework.workbook $(NOTEBOOKS) --out workbook

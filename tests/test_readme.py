@@ -17,6 +17,7 @@ CI = (ROOT / ".ci" / "run").read_text()
 IN_TESTS = {
     "make grade": ("test_grade_folder.py", '"grade"'),  # runs the Makefile's grade recipe with a stub interpreter
     "python -m course_pe.benchmark": ("test_benchmark.py", "main(["),
+    "make help": ("test_readme.py", '["make", "help"]'),  # test_make_help_lists_every_target below
 }
 # Commands that run nowhere, each with its reason.
 NOT_RUN = {
@@ -59,3 +60,16 @@ def test_the_makefile_has_every_target_the_readme_names():
         if command.startswith("make "):
             target = command.split()[1]
             assert re.search(rf"^{re.escape(target)}:", makefile, flags=re.M), f"no Makefile target {target}"
+
+
+def test_make_help_lists_every_target():
+    """`make help` prints the Makefile's header, which names every target (and needs no .venv)."""
+    import subprocess
+
+    makefile = (ROOT / "Makefile").read_text()
+    result = subprocess.run(["make", "help"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    targets = {t for line in re.findall(r"^\.PHONY:(.*)$", makefile, flags=re.M) for t in line.split()}
+    assert {"book", "pdf", "help", "book-student", "book-zh"} <= targets
+    missing = sorted(t for t in targets if not re.search(rf"make {re.escape(t)}\b", result.stdout))
+    assert not missing, f"make help does not mention {missing}: add them to the Makefile's header"
+    assert "#" not in result.stdout.splitlines()[0] and "make " in result.stdout

@@ -327,3 +327,97 @@ def test_switch_links_are_followed_in_the_served_layout(tmp_path):
     assert "0 language-switch links" in site_test.switch_link_problems(en, tmp_path, "book/a.html", [])[0][0]
     assert "2 language-switch links" in site_test.switch_link_problems(en, tmp_path, "book/a.html", href * 2)[0][0]
     assert "not a relative link" in site_test.switch_link_problems(en, tmp_path, "book/a.html", ["/html-zh/book/a.html"])[0][0]
+
+
+# ------------------------------------------------------------------ student edition, phone tables, PDF (site2)
+
+REPO_URL = CONFIG["repository"]["url"].rstrip("/")
+
+
+def test_student_config_drops_every_button_that_opens_a_repository_notebook():
+    student = book_tools.student_config(CONFIG)
+    assert student["title"] == CONFIG["title"] + " (student edition)"
+    launch = student["launch_buttons"]
+    assert not any(launch.get(k) for k in ("binderhub_url", "colab_url", "jupyterhub_url", "deepnote_url", "thebe"))
+    assert student["html"]["use_edit_page_button"] is False
+    assert student["html"]["use_download_button"] is True  # the page's own (workbook) notebook
+    assert CONFIG["launch_buttons"]["colab_url"]  # the full edition keeps them (the input is not modified)
+
+
+def _student_site(tmp_path, hrefs, notebook=None):
+    site = tmp_path / "site"
+    (site / "book").mkdir(parents=True)
+    (site / "book" / "chapter.html").write_text("".join(f'<a href="{h}">x</a>' for h in hrefs))
+    if notebook is not None:
+        (site / "_sources" / "book").mkdir(parents=True)
+        nbformat.write(notebook, site / "_sources" / "book" / "chapter.ipynb")
+    return site
+
+
+def _notebook(*cells):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = list(cells)
+    return nb
+
+
+def test_check_student_site_accepts_the_repository_page_issues_and_a_workbook_download(tmp_path):
+    stub = nbformat.v4.new_code_cell("def f(x):\n    raise NotImplementedError('implement f')")
+    stub.metadata["tags"] = ["student"]
+    site = _student_site(tmp_path, [REPO_URL, f"{REPO_URL}/issues/new?title=x", "https://github.com/other/repo/blob/main/a.ipynb",
+                                    "../_sources/book/chapter.ipynb", "#top", "other.html"],
+                         _notebook(nbformat.v4.new_markdown_cell("Exercise."), stub))
+    assert book_tools.check_student_site(site, REPO_URL) == []
+
+
+@pytest.mark.parametrize("href", [
+    "https://colab.research.google.com/github/o/r/blob/main/book/part1/sinusoidal.ipynb",
+    "https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/book/part1/sinusoidal.ipynb",
+    f"{REPO_URL}/edit/main/book/part1/sinusoidal.ipynb",
+    f"{REPO_URL}/blob/main/book/part1/sinusoidal.ipynb",
+    f"{REPO_URL}/tree/main/book",
+    "https://raw.githubusercontent.com/" + REPO_URL.split("github.com/")[1] + "/main/book/part1/sinusoidal.ipynb",
+])
+def test_check_student_site_refuses_launch_and_repository_file_links(tmp_path, href):
+    problems = book_tools.check_student_site(_student_site(tmp_path, [href]), REPO_URL)
+    assert len(problems) == 1 and href in problems[0]
+
+
+@pytest.mark.parametrize("cell", [
+    nbformat.v4.new_code_cell("def f(x):\n    return x", metadata={"tags": ["solution"]}),
+    nbformat.v4.new_markdown_cell("```{solution-start} ex-1\n```\nThe answer.\n```{solution-end}\n```"),
+    nbformat.v4.new_markdown_cell(":::{solution} ex-1\nThe answer.\n:::"),
+])
+def test_check_student_site_refuses_a_downloadable_notebook_with_solutions(tmp_path, cell):
+    site = _student_site(tmp_path, ["../_sources/book/chapter.ipynb"], _notebook(cell))
+    problems = book_tools.check_student_site(site, REPO_URL)
+    assert len(problems) == 1 and "holds solutions" in problems[0]
+
+
+def test_every_chapter_with_exercises_is_caught_by_the_solution_detector():
+    """The detector knows how this book marks solutions: every chapter with a coding exercise trips it."""
+    flagged = [p for p in book_tools.toc_notebooks() if book_tools.solution_content(p)]
+    assert any(p.name == "sinusoidal.ipynb" for p in flagged), flagged
+
+
+def test_phone_tables_keep_words_whole():
+    css = book_site._SITE_CSS
+    phone = css[css.index("@media (max-width: 767.98px)"):]
+    assert "table:not(.indextable) :is(th, td)" in phone and "overflow-wrap: normal" in phone
+    assert "word-break: normal" in phone
+
+
+def test_site_test_flags_words_broken_in_a_table_at_390px():
+    assert "_BROKEN_TABLE_WORDS_JS" in site_test.run_browser_checks.__code__.co_names
+
+
+def test_pdf_print_keeps_a_code_cell_frame_with_its_code_and_hides_pypdf_trailer_noise(caplog):
+    import logging
+
+    import book_pdf
+
+    assert "div.cell_input, div.cell_output" in book_pdf._TOC_JS
+    book_pdf.quiet_pypdf()
+    logging.getLogger("pypdf._reader").warning("Object count 5328 exceeds defined trailer size 5304")
+    assert "trailer size" not in caplog.text
+    logging.getLogger("pypdf._reader").error("a real error")
+    assert "a real error" in caplog.text

@@ -121,7 +121,12 @@ _TOC_JS = """
       .bd-main .bd-content .bd-article h1:first-of-type { display: block !important; }
       #jb-print-docs-body { display: none !important; }
       img { max-width: 100% !important; height: auto; break-inside: avoid; }
-      div.cell_output, div.highlight, table, div.math, figure { break-inside: avoid; }
+      /* A code cell's frame (its left border) moves with its code, and the code inside it does not avoid breaks of
+         its own (the theme gives div.highlight and div.highlight-ipython3 break-inside: avoid): the code went to the
+         next page and left its empty frame behind, at a page's foot or, for a cell about a page tall, a whole page. */
+      div.cell_input, div.cell_output, div.highlight, table, div.math, figure { break-inside: avoid; }
+      div.cell_input div[class*=highlight], div.cell_output div[class*=highlight] { break-inside: auto; }
+      div.cell_input:empty, div.cell_output:empty { display: none; }
       h1, h2, h3 { break-after: avoid; }`;
     document.head.appendChild(style);
   }
@@ -210,8 +215,22 @@ def check_pdf(path: Path, entries: list[Chapter], code: list[str] = ()) -> list[
     return problems
 
 
+def quiet_pypdf() -> None:
+    """Hide pypdf's warnings about the cross-reference table of Chromium's PDF.
+
+    Reading the printed book, pypdf warns e.g. ``Object count 5328 exceeds defined trailer size 5304``: the file's
+    trailer ``/Size`` is smaller than the number of objects pypdf finds. It reads every object regardless (the
+    bookmarks, the named destinations and the text check below use them all, and the check fails if anything is
+    missing), so the line says nothing a reader of `make pdf` can act on. Errors are still shown."""
+    import logging
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+
+
 def build(site: Path, out: Path, chromium: str) -> int:
     from playwright.sync_api import sync_playwright
+
+    quiet_pypdf()
 
     entries = chapters()
     start = time.perf_counter()

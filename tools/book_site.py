@@ -123,6 +123,12 @@ p.pe-scroll-note { font-size: 0.85em; color: var(--pst-color-text-muted); margin
   }
   .bd-content table.indextable { table-layout: fixed; width: 100%; }
   .bd-content table.indextable td { overflow-wrap: anywhere; }
+  /* Other tables keep their words and numbers whole (the rule above let the errata counts table squeeze to the
+     column, one letter per line: "13" read as "1" over "3"); a table wider than the column scrolls in its frame. */
+  .bd-content table:not(.indextable) :is(th, td), .bd-content table:not(.indextable) :is(th, td) * {
+    overflow-wrap: normal; word-break: normal;
+  }
+  .bd-content table:not(.indextable) :is(th, td) :is(code.literal, span.pre) { white-space: nowrap; }
 }
 """
 

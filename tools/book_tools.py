@@ -5,6 +5,8 @@
     python tools/book_tools.py execute [NB ...] # re-execute notebooks in place, deterministically
     python tools/book_tools.py normalize [--check] [NB ...]  # reading set-up of every TOC notebook (below)
     python tools/book_tools.py student-pages DIR  # student edition sources: drop the "your answer" stubs
+    python tools/book_tools.py student-config IN OUT  # student edition's _config.yml: no launch or edit buttons
+    python tools/book_tools.py check-student-site SITE  # no link of the built student site reaches a solution
 
 `normalize` is the source of truth for how a chapter opens; it is idempotent and changes no stored output, so a
 notebook needs no re-execution after it. In the first code cell (the setup cell) it
@@ -227,6 +229,101 @@ def student_pages(folder: Path) -> int:
     return removed
 
 
+def student_config(config: dict) -> dict:
+    """The student edition's configuration: the book's, titled "(student edition)", with no button that opens a
+    file of the repository.
+
+    The Binder and Colab launch buttons and the edit button open the chapter's notebook in the published
+    repository, which holds the solutions; the workbook notebooks exist only where ``make workbook`` ran, so no URL
+    can reach them. The student site keeps the download button: the notebook it downloads is the page's own source,
+    i.e. the workbook version (solutions replaced by stubs), which runs in Jupyter, Colab (File > Upload notebook) or
+    Binder. The repository and issue buttons stay (they open no chapter).
+    """
+    import copy
+
+    config = copy.deepcopy(config)
+    config["title"] = f"{config['title']} (student edition)"
+    launch = config.setdefault("launch_buttons", {})
+    for key in ("binderhub_url", "colab_url", "jupyterhub_url", "deepnote_url"):
+        launch[key] = ""
+    launch["thebe"] = False
+    config.setdefault("html", {})["use_edit_page_button"] = False
+    return config
+
+
+# Links a student site may hold to the repository: its front page and its issues (neither opens a chapter).
+_LAUNCH_HOSTS = ("mybinder.org", "colab.research.google.com", "deepnote.com")
+_SOLUTION_MARK = re.compile(r"^\s*[`:]{3,}\s*\{solution(?:-start)?\}", re.M)
+
+
+def _links(html: str) -> list[str]:
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class Links(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.extend(value for name, value in attrs if name in ("href", "src", "action") and value)
+
+    Links().feed(html)
+    return found
+
+
+def solution_content(path: Path) -> str:
+    """Why the notebook or MyST file at ``path`` holds solutions ("" when it holds none): a code cell tagged
+    ``solution`` (the workbook turns it into a stub tagged ``student``), or a solution directive."""
+    text = path.read_text(errors="replace")
+    if path.suffix == ".ipynb":
+        import nbformat
+
+        nb = nbformat.reads(text, as_version=4)
+        for index, cell in enumerate(nb.cells):
+            if "solution" in cell.metadata.get("tags", []):
+                return f"cell {index} is tagged 'solution'"
+            if cell.cell_type == "markdown" and _SOLUTION_MARK.search(cell.source):
+                return f"cell {index} has a solution directive"
+        return ""
+    return "a solution directive" if _SOLUTION_MARK.search(text) else ""
+
+
+def check_student_site(site: Path, repository_url: str | None = None) -> list[str]:
+    """Problems with the built student site ``site``: a link (href, src) that opens a notebook with solutions.
+
+    That is a launch link (Binder, Colab, Deepnote), a link into the files of the published repository (edit,
+    blob, tree, raw: every chapter there has its solutions), or a link to a file of the site itself (a downloaded
+    source) that holds solution cells or solution directives. The repository's front page and issues are allowed.
+    """
+    from urllib.parse import unquote, urlsplit
+
+    repository_url = (repository_url or repository()[0]).rstrip("/")
+    repo_path = urlsplit(repository_url).path.rstrip("/")
+    problems: list[str] = []
+    checked: dict[Path, str] = {}
+    pages = sorted(site.rglob("*.html"))
+    if not pages:
+        return [f"no HTML pages under {site}"]
+    for page in pages:
+        name = page.relative_to(site)
+        for link in sorted(set(_links(page.read_text(errors="replace")))):
+            parts = urlsplit(link)
+            host = parts.netloc.lower()
+            if any(host == h or host.endswith("." + h) for h in _LAUNCH_HOSTS):
+                problems.append(f"{name}: launch link {link} (opens the repository's notebook, with solutions)")
+            elif host in ("github.com", "www.github.com") and parts.path.startswith(repo_path + "/") \
+                    and not parts.path[len(repo_path):].startswith(("/issues", "/discussions")):
+                problems.append(f"{name}: link into the repository's files {link} (its chapters hold the solutions)")
+            elif host == "raw.githubusercontent.com" and parts.path.startswith(repo_path + "/"):
+                problems.append(f"{name}: link into the repository's files {link} (its chapters hold the solutions)")
+            elif not host and not parts.scheme and parts.path:
+                target = (page.parent / unquote(parts.path)).resolve()
+                if target.suffix in (".ipynb", ".md", ".txt") and target.is_file():
+                    if target not in checked:
+                        checked[target] = solution_content(target)
+                    if checked[target]:
+                        problems.append(f"{name}: links to {link}, which holds solutions ({checked[target]})")
+    return problems
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__)
@@ -255,6 +352,24 @@ def main(argv: list[str]) -> int:
             return 2
         print(f"removed {student_pages(Path(rest[0]))} answer placeholders")
         return 0
+    if command == "student-config":
+        if len(rest) != 2:
+            print("usage: book_tools.py student-config IN_CONFIG OUT_CONFIG")
+            return 2
+        config = student_config(yaml.safe_load(Path(rest[0]).read_text()))
+        Path(rest[1]).write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False))
+        return 0
+    if command == "check-student-site":
+        if len(rest) != 1:
+            print("usage: book_tools.py check-student-site SITE")
+            return 2
+        site = Path(rest[0])
+        problems = check_student_site(site)
+        pages = len(list(site.rglob("*.html")))
+        print(f"student site {site}: {pages} pages, {len(problems)} link(s) to solutions")
+        for problem in problems[:50]:
+            print(f"  FAIL {problem}")
+        return 1 if problems else 0
     print(f"unknown command {command!r}\n{__doc__}")
     return 2
 

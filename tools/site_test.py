@@ -12,6 +12,7 @@ another host, and fails on:
 * a broken image; an internal link to a missing file or a missing anchor;
 * a launch button (Binder, Colab) that does not point at a notebook of this repository at its path;
 * horizontal scrolling at 390 px width, on every page;
+* a word or number of a table cell broken over two lines at 390 px (a table squeezed instead of scrolling);
 * a language switch ("中文" / "English" in the header) missing, or one that does not open the same page of the other
   edition as served: with --root, the folder served at the web root (make site's _build/site, holding both editions),
   every switch link is followed on the server. Where the other edition is not built (the English build tested alone,
@@ -404,6 +405,35 @@ DETECTOR_MUST_PASS = ("code-ok", "output-ok", "equation-ok", "table-ok", "inline
 
 # ----------------------------------------------------------------------------------------------- Chinese text
 
+# A word or number of a table cell drawn on two lines ("13" as "1" over "3"): a table squeezed to the column instead
+# of scrolling inside its frame. Alphanumeric runs of at least two characters, in every table but the indices (whose
+# long identifiers wrap on phones by design); a run split over lines has client rectangles at different heights.
+_BROKEN_TABLE_WORDS_JS = """
+() => {
+  const problems = [];
+  const tables = document.querySelectorAll('.bd-article table:not(.indextable)');
+  tables.forEach((table, t) => {
+    if (problems.length >= 5) return;
+    const walker = document.createTreeWalker(table, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node && problems.length < 5; node = walker.nextNode()) {
+      if (node.parentElement.closest('mjx-container, .MathJax')) continue;
+      for (const match of node.textContent.matchAll(/[A-Za-z0-9]{2,}/g)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const tops = new Set(Array.from(range.getClientRects()).filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+        if (tops.size > 1) {
+          const name = table.dataset.peFixture ? `[fixture ${table.dataset.peFixture}] ` : '';
+          problems.push(`${name}table ${t + 1}: "${match[0]}" is broken over ${tops.size} lines (a squeezed table; it should scroll)`);
+          break;
+        }
+      }
+    }
+  });
+  return problems;
+}
+"""
+
 # Up to `count` visible elements of the article holding Chinese text (spans marked lang="zh" on an English page,
 # any element on a Chinese one) are tagged data-pe-cjk; for each, the CJK characters of its own text and the
 # advance of those characters in em (a CJK glyph is one em wide; a missing glyph is not).
@@ -589,6 +619,30 @@ def clipping_problems(page) -> tuple[int, list[str]]:
     return result["checked"], result["problems"]
 
 
+_TABLE_FIXTURES_JS = """
+async () => {
+  const article = document.querySelector('.bd-article');
+  const row = (tag, style) => ['source', 'inconsistency', '13'].map((w) => `<${tag} style="${style}">${w}</${tag}>`).join('');
+  const cells = (style) => `<tr>${row('th', style)}</tr><tr>${row('td', style)}</tr>`;
+  // squeezed: the cells may break anywhere and the table is held to 40 px, as the errata table was
+  article.insertAdjacentHTML('beforeend',
+    `<table data-pe-fixture="table-squeezed" style="width:40px;table-layout:fixed">${cells('overflow-wrap:anywhere')}</table>` +
+    `<div class="pst-scrollable-table-container" style="overflow-x:auto">` +
+    `<table data-pe-fixture="table-scrolls">${cells('')}</table></div>`);
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+}
+"""
+
+
+def check_table_detector(page, origin: str, report: Report) -> None:
+    """A test of the test, at the current (phone) width: a squeezed table is found, a scrolling one is not."""
+    page.goto(f"{origin}/book/intro.html", wait_until="load")
+    page.evaluate(_TABLE_FIXTURES_JS)
+    problems = page.evaluate(_BROKEN_TABLE_WORDS_JS)
+    if not any("[fixture table-squeezed]" in p for p in problems) or any("[fixture table-scrolls]" in p for p in problems):
+        report.fail("broken-word self-test", f"expected only the squeezed fixture table, got {problems}")
+
+
 def check_detector(page, origin: str, report: Report) -> None:
     """A test of the test: the clipping check must find every cut-off fixture and none of the good ones."""
     page.goto(f"{origin}/book/intro.html", wait_until="load")
@@ -736,6 +790,7 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
             check_folding(page, base, site, out, report, student)
             current["page"] = "390px"
             page.set_viewport_size({"width": 390, "height": 844})
+            check_table_detector(page, base, report)
             for number, path in enumerate(pages, start=1):
                 rel = path.relative_to(site).as_posix()
                 current["page"] = f"{rel} at 390px"
@@ -751,6 +806,8 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                 checked, clipped = clipping_problems(page)
                 report.blocks += checked
                 for problem in clipped:
+                    report.fail(f"{rel} at 390px", problem)
+                for problem in page.evaluate(_BROKEN_TABLE_WORDS_JS):
                     report.fail(f"{rel} at 390px", problem)
                 progress(f"[{number:2d}/{len(pages)}] 390px {rel}: {checked} blocks, "
                          f"{len(report.problems) - before} problem(s)")
@@ -908,7 +965,11 @@ def main(argv: list[str] | None = None) -> int:
     html_files = sorted(args.site.rglob("*.html"))
     problems, launch_links = launch_url_problems(html_files, ROOT, repository, branch)
     report.problems.extend(problems)
-    if launch_links == 0:
+    if args.student:  # launch and edit buttons would open the repository's notebooks, with their solutions
+        import book_tools
+
+        report.problems.extend(f"student edition: {p}" for p in book_tools.check_student_site(args.site))
+    elif launch_links == 0:
         report.problems.append("no launch button found in the built site")
     query, _, expected = args.search.partition("=")
     cjk_chars, font_problems = served_font_problems(args.site)
