@@ -342,6 +342,17 @@ def test_student_config_drops_every_button_that_opens_a_repository_notebook():
     assert student["html"]["use_edit_page_button"] is False
     assert student["html"]["use_download_button"] is True  # the page's own (workbook) notebook
     assert CONFIG["launch_buttons"]["colab_url"]  # the full edition keeps them (the input is not modified)
+    # no language switch (there is no Chinese student edition), while the full edition keeps it
+    assert "edition_switch" not in student["sphinx"]["local_extensions"]
+    assert "edition_switch" in CONFIG["sphinx"]["local_extensions"]
+
+
+def test_the_student_site_must_have_no_language_switch(tmp_path):
+    site = tmp_path / "student"
+    assert site_test.switch_link_problems(site, site, "book/a.html", [], expected=0) == ([], 0, None)
+    problems, followed, _ = site_test.switch_link_problems(site, site, "book/a.html", ["../html-zh/book/a.html"],
+                                                           expected=0)
+    assert problems == ["1 language-switch links (expected 0)"] and followed == 0
 
 
 def _student_site(tmp_path, hrefs, notebook=None):

@@ -237,7 +237,8 @@ def student_config(config: dict) -> dict:
     repository, which holds the solutions; the workbook notebooks exist only where ``make workbook`` ran, so no URL
     can reach them. The student site keeps the download button: the notebook it downloads is the page's own source,
     i.e. the workbook version (solutions replaced by stubs), which runs in Jupyter, Colab (File > Upload notebook) or
-    Binder. The repository and issue buttons stay (they open no chapter).
+    Binder. The repository and issue buttons stay (they open no chapter). It has no language switch: there is no
+    Chinese student edition.
     """
     import copy
 
@@ -248,6 +249,8 @@ def student_config(config: dict) -> dict:
         launch[key] = ""
     launch["thebe"] = False
     config.setdefault("html", {})["use_edit_page_button"] = False
+    # no language switch: there is no Chinese student edition for it to open (its every link would be a 404)
+    config.get("sphinx", {}).get("local_extensions", {}).pop("edition_switch", None)
     return config
 
 

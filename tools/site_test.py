@@ -551,16 +551,20 @@ def check_switch_label(page, rel: str, report: Report, cdp) -> int:
 _HTML_LANG = re.compile(r'<html[^>]*\blang="([^"]*)"', re.I)
 
 
-def switch_link_problems(site: Path, root: Path, rel: str, hrefs: list[str]) -> tuple[list[str], int, str | None]:
+def switch_link_problems(site: Path, root: Path, rel: str, hrefs: list[str],
+                         expected: int = 1) -> tuple[list[str], int, str | None]:
     """Check the language-switch links of the page ``rel`` of the edition ``site``, served from ``root`` (the folder
     at the web root: ``site`` itself, or a folder holding both editions).
 
     Every page has exactly one switch, and it opens the same page of the other edition on the server: a file under
     ``root`` at the URL the browser goes to, with the same path inside its edition, and another language. Returns
     (problems, links followed, why the link could not be followed or None). It cannot be followed when the other
-    edition is not built; built beside ``site`` but not under ``root`` (served alone) is a problem."""
-    if len(hrefs) != 1:
-        return [f"{len(hrefs)} language-switch links (expected 1)"], 0, None
+    edition is not built; built beside ``site`` but not under ``root`` (served alone) is a problem. ``expected=0``:
+    the page must have no switch (the student edition, which has no Chinese counterpart)."""
+    if len(hrefs) != expected:
+        return [f"{len(hrefs)} language-switch links (expected {expected})"], 0, None
+    if expected == 0:
+        return [], 0, None
     href = hrefs[0].split("#")[0]
     page = site / rel
     if urllib.parse.urlsplit(href).scheme or href.startswith("/"):
@@ -744,7 +748,8 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                         report.fail(rel, f"broken image: {image['src']}")
                 ids_by_path[rel] = set(state["ids"])
                 links_by_page[rel] = state["links"]
-                switch_problems, followed, unchecked = switch_link_problems(site, root, rel, state["switches"])
+                switch_problems, followed, unchecked = switch_link_problems(site, root, rel, state["switches"],
+                                                                            expected=0 if student else 1)
                 for problem in switch_problems:
                     report.fail(rel, problem)
                 report.switch_links += followed
