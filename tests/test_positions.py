@@ -245,3 +245,54 @@ def test_make_positions_worked_example():
     assert make_positions(tokens, 1).tolist() == [[2, 3, 4, 1, 1], [1, 1, 2, 3, 4]]
     # the padded row's real tokens get the positions of the unpadded sequence
     assert make_positions(tokens[1:, 2:], 1).tolist() == [[2, 3, 4]]
+
+
+# ----------------------------------------------------------------------------- found by mutation testing (issue 27)
+
+MAX = 2**53
+
+
+def test_packed_defaults_start_at_zero():
+    assert packed_position_ids([2, 3]).tolist() == [0, 1, 0, 1, 2]
+    assert packed_position_ids_from_boundaries([0, 2, 5]).tolist() == [0, 1, 0, 1, 2]
+
+
+def test_packed_bounds_are_inclusive_and_name_their_argument():
+    """Positions up to 2**53 are allowed: ``start + longest - 1 <= 2**53``; each argument is named when wrong."""
+    assert packed_position_ids([3, 1], start=MAX - 2).tolist() == [MAX - 2, MAX - 1, MAX, MAX - 2]
+    assert packed_position_ids_from_boundaries([0, 3], start=MAX - 2).tolist() == [MAX - 2, MAX - 1, MAX]
+    for call in (lambda: packed_position_ids([3, 1], start=MAX - 1),
+                 lambda: packed_position_ids_from_boundaries([0, 3], start=MAX - 1)):
+        with pytest.raises(ValueError, match=rf"^start \+ the longest length - 1 must be <= 2\*\*53, got {MAX - 1} "
+                                             rf"\+ 3 - 1 \("):
+            call()
+    cases = [
+        (lambda: packed_position_ids([2, -1]), r"lengths\[1\] must be >= 0"),
+        (lambda: packed_position_ids([2], start=MAX + 1), rf"start must be <= {MAX}"),
+        (lambda: packed_position_ids_from_boundaries([0, 2], start=MAX + 1), rf"start must be <= {MAX}"),
+        (lambda: packed_position_ids_from_boundaries([0, -1]), r"boundaries\[1\] must be >= 0"),
+        (lambda: packed_position_ids_from_boundaries([0, MAX + 1]), rf"boundaries\[1\] must be <= {MAX}"),
+        (lambda: packed_position_ids_from_boundaries(list(range(1, 11))),
+         r"boundaries must start at 0 \(cu_seqlens\), got \[1, 2, 3, 4, 5, 6, 7, 8\]$"),
+        (lambda: packed_position_ids_from_boundaries([0] + list(range(20, 0, -1))),
+         r"boundaries must be non-decreasing, got \[0, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6\]$"),
+        (lambda: packed_position_ids_from_boundaries("0,2"), r"boundaries must be a sequence of ints or a 1-D integer "
+                                                             r"tensor, got str$"),
+        (lambda: packed_position_ids(3.5), r"lengths must be a sequence of ints or a 1-D integer tensor, got float$"),
+        (lambda: make_positions(torch.ones(1, 2, dtype=torch.long), MAX + 1), rf"padding_idx must be <= {MAX}"),
+        (lambda: make_positions(torch.ones(1, 2, dtype=torch.long), 1, past_length=MAX + 1),
+         rf"past_length must be <= {MAX}"),
+        (lambda: make_positions(torch.ones(1, 2, dtype=torch.long), 1, past_length=MAX - 2),
+         rf"padding_idx \+ past_length \+ seq must be <= 2\*\*53, got 1 \+ {MAX - 2} \+ 2$"),
+    ]
+    for call, message in cases:
+        with pytest.raises((TypeError, ValueError), match="^" + message):
+            call()
+    # the largest allowed: padding_idx + past_length + seq == 2**53
+    assert make_positions(torch.tensor([[5, 5]]), 1, past_length=MAX - 3).tolist() == [[MAX - 1, MAX]]
+
+
+def test_document_ids_of_a_batch_of_rows():
+    ids = torch.tensor([[0, 1, 2, 0, 1, 0], [0, 0, 1, 2, 3, 0]])
+    assert document_ids_from_position_ids(ids).tolist() == [[0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 1, 2]]
+    assert document_ids_from_position_ids(ids[:, :1]).tolist() == [[0], [0]]

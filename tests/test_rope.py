@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from course_pe import (
     DynamicNTKScaling,
+    LongRoPEScaling,
     RotaryEmbedding,
     YaRNScaling,
     apply_rope,
@@ -15,6 +16,7 @@ from course_pe import (
     permute_qk_weights,
     rope_cos_sin,
     rope_frequencies,
+    rotate_with_cos_sin,
 )
 
 dims = st.integers(1, 24).map(lambda n: 2 * n)
@@ -673,3 +675,205 @@ def test_large_position_angle_bound():
     doc = " ".join(module.__doc__.split())
     assert f"{_exact_angle_errors(base, 2**40)[1]:.1e}" == "5.2e-05" and "5.2e-5 rad at ``p = 2**40``" in doc
     assert f"{_exact_angle_errors(base, 2**53 - 1)[1]:.2f}" == "0.51" and "0.51 rad at ``2**53 - 1``" in doc
+
+
+# --------------------------------------------------------------------------- found by mutation testing (issue 27)
+
+
+def test_offset_checks_name_offset_and_keep_their_bounds():
+    """``offset``: an int in ``[0, 2**53 - seq]`` or a ``(batch,)`` integer tensor for 4-D ``x``, same bounds."""
+    x4 = torch.ones(2, 1, 3, 4)
+    seq = 3
+    for bad, error, message in (
+        (torch.zeros(2, 1, dtype=torch.long), ValueError, r"offset must be 1-D, got shape \(2, 1\)$"),
+        (torch.zeros(2), TypeError, r"offset must be an integer"),
+        (-1, ValueError, r"offset must be >= 0, got -1$"),
+        (torch.tensor([0, -1]), ValueError, r"offset must be >= 0"),
+        (torch.tensor([0, 2**53 - seq + 1]), ValueError, rf"offset must be < {2**53 - seq + 1}, got {2**53 - seq + 1}$"),
+        (2**53 - seq + 1, ValueError, rf"offset must be <= {2**53 - seq}, got {2**53 - seq + 1}$"),
+    ):
+        for call in (lambda: apply_rope(x4, offset=bad), lambda: RotaryEmbedding(4, max_positions=8)(x4, offset=bad)):
+            with pytest.raises(error, match="^" + message):
+                call()
+    # the largest offsets are accepted, as int and as tensor
+    top = 2**53 - seq
+    assert apply_rope(x4, offset=top).shape == x4.shape
+    assert apply_rope(x4, offset=torch.tensor([0, top])).shape == x4.shape
+    # a per-sequence offset needs 4-D x whose batch it matches
+    with pytest.raises(ValueError, match=r"^a per-sequence offset must have shape \(batch,\) for x of shape "
+                                         r"\(batch, heads, seq, head_dim\); got offset of shape \(2,\) and x of shape "
+                                         r"\(2, 3, 4\)$"):
+        apply_rope(torch.ones(2, 3, 4), offset=torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"^a per-sequence offset .* got offset of shape \(3,\) and x of shape "
+                                         r"\(2, 1, 3, 4\)$"):
+        apply_rope(x4, offset=torch.zeros(3, dtype=torch.long))
+
+
+def test_positions_at_minus_two_to_the_53_are_accepted():
+    """``|p| <= 2**53`` is allowed, both ends included, for integer and float64 positions."""
+    inv_freq = torch.tensor([1.0, 0.5], dtype=torch.float64)
+    for positions in (torch.tensor([-(2**53), 2**53]), torch.tensor([-(2.0**53), 2.0**53], dtype=torch.float64)):
+        cos, _ = rope_cos_sin(positions, inv_freq)
+        assert cos.shape == (2, 2)
+    for positions in (torch.tensor([-(2**53) - 1]), torch.tensor([-(2.0**53) - 2], dtype=torch.float64)):
+        with pytest.raises(ValueError, match=r"^positions must lie in \[-2\*\*53, 2\*\*53\]"):
+            rope_cos_sin(positions, inv_freq)
+
+
+def test_layout_hint_compares_the_sequence_axis_not_the_head_width():
+    """x of shape (1, 6, 4, 6) with 6 positions looks like (batch, seq, heads, head_dim): the hint is given even
+    though head_dim happens to equal the position count."""
+    with pytest.raises(ValueError, match=r"x looks like \(batch, seq, heads, head_dim\)"):
+        apply_rope(torch.zeros(1, 6, 4, 6), positions=torch.arange(6))
+    with pytest.raises(ValueError, match=r"x looks like \(batch, seq, heads, head_dim\)"):
+        apply_rope(torch.zeros(2, 6, 4, 6), positions=torch.arange(12).reshape(2, 6))
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: rotate_with_cos_sin(torch.zeros(4), torch.zeros(1, 2), torch.zeros(1, 2)), r"x must have at least 2 dim"),
+    (lambda: rotate_with_cos_sin(torch.zeros(1, 4), torch.zeros(2), torch.zeros(1, 2)), r"cos must have at least 2 dim"),
+    (lambda: rotate_with_cos_sin(torch.zeros(1, 4), torch.zeros(1, 2), torch.zeros(2)), r"sin must have at least 2 dim"),
+    (lambda: rope_cos_sin(torch.tensor([True]), torch.ones(2)), r"positions must"),
+    (lambda: RotaryEmbedding(4).cos_sin(torch.tensor([True])), r"positions must"),
+    (lambda: apply_rope(torch.zeros(1, 4), angle_dtype=torch.int32), r"angle_dtype must be a floating"),
+    (lambda: RotaryEmbedding(4).cos_sin(torch.tensor([1]), seq_len=2**53 + 2), r"seq_len must be <= 9007199254740993"),
+])
+def test_messages_begin_with_the_argument_rope(call, message):
+    with pytest.raises((TypeError, ValueError), match="^" + message):
+        call()
+
+
+def test_rope_cos_sin_passes_angle_dtype_on():
+    """``rope_cos_sin(angle_dtype=torch.float32)``: angles, cos and sin in float32 (the reference numerics)."""
+    positions = torch.tensor([0, 1, 2047, 100_000])
+    inv_freq = 10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)
+    cos, sin = rope_cos_sin(positions, inv_freq, dtype=torch.float64, angle_dtype=torch.float32)
+    angles = positions.float()[:, None] * inv_freq.float()
+    assert torch.equal(cos, angles.cos().double()) and torch.equal(sin, angles.sin().double())
+    exact, _ = rope_cos_sin(positions, inv_freq, dtype=torch.float64)
+    assert not torch.equal(cos, exact)  # float32 angles at position 100000 are visibly off
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_blocked_rotation_over_several_blocks(layout):
+    """x of 2 x 1536 x 128 float32 values is rotated in blocks of 1024 positions (the eager path, no grad, a
+    non-contiguous x for the interleaved layout): every block must be rotated by its own rows of cos/sin."""
+    g = torch.Generator().manual_seed(27)
+    seq, d = 1536, 128
+    x = torch.randn(1, 2, d, seq, generator=g).transpose(-1, -2)  # non-contiguous (1, 2, seq, d)
+    if layout == "half":
+        x = x.contiguous()
+    cos, sin = rope_cos_sin(torch.arange(seq), 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d))
+    got = rotate_with_cos_sin(x, cos, sin, layout=layout)
+    xd, c, s = x.double(), cos.double(), sin.double()
+    a, b = (xd[..., : d // 2], xd[..., d // 2:]) if layout == "half" else (xd[..., 0::2], xd[..., 1::2])
+    first, second = a * c - b * s, b * c + a * s
+    expected = (torch.cat([first, second], -1) if layout == "half"
+                else torch.stack([first, second], -1).flatten(-2))
+    torch.testing.assert_close(got.double(), expected, rtol=0, atol=1e-5)
+
+
+def test_apply_rope_rotates_low_precision_in_float32():
+    """bfloat16/float16 x is rotated in float32 and rounded once (not in bfloat16 arithmetic)."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(1, 2, 64, 32, generator=g)
+    for dtype in (torch.bfloat16, torch.float16):
+        xl = x.to(dtype)
+        assert torch.equal(apply_rope(xl, layout="half"), apply_rope(xl.float(), layout="half").to(dtype))
+        assert torch.equal(RotaryEmbedding(32)(xl), RotaryEmbedding(32)(xl.float()).to(dtype))
+
+
+@pytest.mark.parametrize("angle_dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("scaling", [None, YaRNScaling(4.0, 16), DynamicNTKScaling(2.0, 16),
+                                     LongRoPEScaling([1.0, 1.5, 2.0, 3.0], [2.0, 3.0, 5.0, 7.0], 16, factor=4.0)],
+                         ids=["none", "yarn", "dynamic", "longrope"])
+def test_rotary_embedding_under_vmap_beyond_its_cache(scaling, angle_dtype):
+    """Inside ``torch.func.vmap`` (``train_seeds``) the module cannot grow its cache or change its frequencies:
+    positions beyond the cache and length-dependent scalings are computed for the call, with the scaling's
+    frequencies, attention factor and angle dtype, as outside vmap."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 1, 2, 24, 8, generator=g, dtype=torch.float64)  # 24 positions: beyond 8 cached, 16 original
+    module = RotaryEmbedding(8, scaling=scaling, max_positions=8, angle_dtype=angle_dtype, layout="half")
+    got = torch.func.vmap(module)(x)
+    assert module.cached_positions == 8 and module._freq_seq_len is None  # nothing stored inside the transform
+    fresh = RotaryEmbedding(8, scaling=scaling, max_positions=8, angle_dtype=angle_dtype, layout="half")
+    expected = torch.stack([fresh(x[i]) for i in range(2)])
+    torch.testing.assert_close(got, expected, rtol=0, atol=4e-15)
+
+
+def test_rotary_embedding_float32_angles_keep_float64_tables_and_say_so():
+    """``cos_sin`` returns float64 tables whatever the angle dtype (float32 angles, widened), and ``repr`` names a
+    non-default angle dtype."""
+    module = RotaryEmbedding(8, max_positions=16, angle_dtype=torch.float32)
+    cos, sin = module.cos_sin(torch.arange(4))
+    assert cos.dtype == sin.dtype == torch.float64 and module.cos_cached.dtype == torch.float64
+    angles = torch.arange(4).float()[:, None] * module.inv_freq.float()
+    assert torch.equal(cos, angles.cos().double())
+    assert repr(module).endswith("angle_dtype=torch.float32)")
+    assert "angle_dtype" not in repr(RotaryEmbedding(8)) and repr(RotaryEmbedding(8)).endswith("scaling=None)")
+    # past the bounded cache (cache_limit = 8192 rows) the rows computed for the call are float64 too
+    far = torch.tensor([9000, 20000])
+    cos_far, sin_far = module.cos_sin(far)
+    assert cos_far.dtype == sin_far.dtype == torch.float64
+    assert torch.equal(cos_far, (far.float()[:, None] * module.inv_freq.float()).cos().double())
+
+
+def test_permute_qk_weights_moves_non_finite_values_too():
+    """A permutation of rows: NaN and inf are moved like any value, not refused."""
+    weight = torch.arange(16.0).reshape(4, 4)
+    weight[1, 2], weight[3, 0] = float("nan"), float("inf")
+    out = permute_qk_weights(weight, 1, to="half")
+    torch.testing.assert_close(out, weight[layout_permutation_rows(4)], rtol=0, atol=0, equal_nan=True)
+    assert out.isnan().sum() == 1 and out.isinf().sum() == 1
+
+
+def layout_permutation_rows(head_dim: int) -> list[int]:
+    """Rows of one head in the half layout: the even rows (first of each pair), then the odd ones."""
+    return list(range(0, head_dim, 2)) + list(range(1, head_dim, 2))
+
+
+def test_rotary_embedding_under_vmap_uses_the_given_seq_len():
+    """Dynamic NTK inside vmap: an explicit ``seq_len`` (40) sets the frequencies, not the positions' length (24)."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 1, 2, 24, 8, generator=g, dtype=torch.float64)
+    scaling = DynamicNTKScaling(2.0, 16)
+    module = RotaryEmbedding(8, scaling=scaling, max_positions=8, layout="half")
+    got = torch.func.vmap(lambda xb: module(xb, seq_len=40))(x)
+    fresh = RotaryEmbedding(8, scaling=scaling, max_positions=8, layout="half")
+    expected = torch.stack([fresh(x[i], seq_len=40) for i in range(2)])
+    torch.testing.assert_close(got, expected, rtol=0, atol=4e-15)
+    assert not torch.allclose(got, torch.func.vmap(module)(x))  # 24 gives other frequencies
+
+
+def _models_call(models):
+    from torch.func import functional_call, stack_module_state
+
+    params, buffers = stack_module_state(models)
+    shell = RotaryEmbedding(8, scaling=models[0].scaling, max_positions=models[0].cached_positions, layout="half")
+    return params, buffers, lambda p, b, x: functional_call(shell, (p, b), (x,))
+
+
+def test_rotary_embedding_vmapped_over_models_with_different_caches():
+    """``train_seeds``' case: vmap over stacked models whose caches differ. Inside the cache each model reads its
+    own rows; an input that needs rows or frequencies the caches do not hold is refused (they would all be computed
+    from the first model's scaling), saying what it needs."""
+    x = torch.randn(2, 1, 12, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    models = [RotaryEmbedding(8, scaling=YaRNScaling(f, 16), max_positions=16, layout="half") for f in (2.0, 4.0)]
+    params, buffers, call = _models_call(models)
+    out = torch.func.vmap(call)(params, buffers, torch.stack([x, x]))
+    for i in range(2):
+        torch.testing.assert_close(out[i], models[i](x), rtol=0, atol=4e-15)
+    models = [RotaryEmbedding(8, scaling=YaRNScaling(f, 16), max_positions=8, layout="half") for f in (2.0, 4.0)]
+    params, buffers, call = _models_call(models)
+    with pytest.raises(ValueError, match=r"^RotaryEmbedding: the models trained together have different cos/sin caches "
+                                         r"\(different RoPE scalings\), and this input needs positions up to 11, beyond "
+                                         r"the 8 cached, which would be computed from the first model's scaling for "
+                                         r"every model\. Give every model a cache that covers the input \(max_positions "
+                                         r">= the input length\) and a scaling that does not depend on the length, or "
+                                         r"train the models separately$"):
+        torch.func.vmap(call)(params, buffers, torch.stack([x, x]))
+    models = [RotaryEmbedding(8, scaling=DynamicNTKScaling(f, 8), max_positions=16, layout="half") for f in (2.0, 4.0)]
+    params, buffers, call = _models_call(models)
+    with pytest.raises(ValueError, match=r"needs new frequencies \(length 12, scaling DynamicNTKScaling\(factor=2\.0, "
+                                         r"original_max_positions=8\)\), which would be computed"):
+        torch.func.vmap(call)(params, buffers, torch.stack([x, x]))

@@ -7,11 +7,17 @@ from course_pe import (
     DynamicNTKScaling,
     LinearScaling,
     Llama3Scaling,
+    LongRoPEScaling,
     NTKScaling,
+    ProportionalScaling,
+    RopeConfig,
+    RotaryEmbedding,
     YaRNScaling,
+    rope_config_from_hf,
     rope_frequencies,
     yarn_correction_range,
 )
+from course_pe.rope_scaling import _module_frequencies
 
 
 def theta(d, base=10000.0):
@@ -405,3 +411,221 @@ def test_longrope_factor_lists_are_measured_before_their_items():
     # a list whose length fits still has every item checked (the bound is not a shortcut around the items)
     with pytest.raises(ValueError, match=r"^short_factor\[2\] must be a finite number > 0"):
         LongRoPEScaling([1.0, 2.0, -1.0], [1.0, 1.0, 1.0], 8)
+
+
+# --------------------------------------------------------------------------- found by mutation testing (issue 27)
+# Survivors of the issue-27 mutmut run (tests/MUTATION.md): the float32 reference path of the scalings that
+# transformers has no function for (NTK), the edges of the YaRN and Llama 3 float32 paths, the reader's precedence
+# rules that no config had exercised, and messages that must begin with the argument's name.
+
+
+def _hf_reference(rope_parameters: dict, head_dim: int, max_positions: int) -> torch.Tensor:
+    """transformers 5.23's float32 ``inv_freq`` for ``rope_parameters`` (a LlamaConfig with one head)."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = LlamaConfig(hidden_size=head_dim, num_attention_heads=1, head_dim=head_dim,
+                         max_position_embeddings=max_positions, rope_parameters=dict(rope_parameters))
+    return ROPE_INIT_FUNCTIONS[rope_parameters["rope_type"]](config)[0]
+
+
+def test_float32_ntk_is_the_float32_power_of_the_stretched_base():
+    """transformers has no static NTK type, so no differential test reaches it: the float32 path must be
+    ``1 / b' ** (arange(0, d, 2).float() / d)`` with ``b' = base * s ** (d / (d - 2))``, and agree with float64."""
+    for d, base, s in ((64, 1e4, 4.0), (128, 5e5, 8.0), (8, 1e4, 2.0)):
+        got, factor = rope_frequencies(d, base=base, scaling=NTKScaling(s), angle_dtype=torch.float32)
+        stretched = base * s ** (d / (d - 2))
+        expected = 1.0 / (stretched ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        assert got.dtype == torch.float32 and torch.equal(got, expected) and factor == 1.0
+        exact = stretched ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        torch.testing.assert_close(got.double(), exact, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("d,base,original,low_high", [
+    (4, 2.0, 700, (3.0, 3.0)),  # low floored to d - 1 and high clipped to d - 1
+    (64, 1e4, 6, (0.0, 0.0)),  # both below 0: low clipped to 0, high ceiled to 0
+])
+def test_float32_yarn_with_a_zero_width_ramp_is_transformers(d, base, original, low_high):
+    """low == high (only through the clip) widens the ramp by 0.001, in the float32 path as in transformers."""
+    assert yarn_correction_range(d, base, original, 32, 1) == low_high
+    scaling = YaRNScaling(4.0, original)
+    got, _ = rope_frequencies(d, base=base, scaling=scaling, angle_dtype=torch.float32)
+    theirs = _hf_reference({"rope_type": "yarn", "factor": 4.0, "rope_theta": base,
+                            "original_max_position_embeddings": original}, d, 4 * original)
+    assert torch.equal(got, theirs)
+    exact, _ = rope_frequencies(d, base=base, scaling=scaling, dtype=torch.float64)
+    torch.testing.assert_close(got.double(), exact, rtol=1e-6, atol=0)
+
+
+def test_float32_llama3_at_a_wavelength_exactly_on_the_low_frequency_edge():
+    """A float32 wavelength exactly ``L / low_freq_factor`` is in the band (blend weight 0: divided once by the
+    factor), as in transformers: neither kept nor divided twice."""
+    d, base, original, s = 64, 5e5, 8192, 8.0
+    inv = rope_frequencies(d, base=base, angle_dtype=torch.float32)[0]
+    k = 22
+    wavelength = (2 * math.pi / inv)[k].item()
+    low = original / wavelength  # the edge L / low = wavelength, exactly in float32
+    assert float(torch.tensor(original / low, dtype=torch.float32)) == wavelength
+    scaling = Llama3Scaling(s, original, low_freq_factor=low, high_freq_factor=4.0)
+    got, _ = rope_frequencies(d, base=base, scaling=scaling, angle_dtype=torch.float32)
+    theirs = _hf_reference({"rope_type": "llama3", "factor": s, "rope_theta": base, "low_freq_factor": low,
+                            "high_freq_factor": 4.0, "original_max_position_embeddings": original}, d, 4 * original)
+    assert torch.equal(got, theirs)
+    torch.testing.assert_close(got[k], inv[k] / s, rtol=1e-6, atol=0)
+
+
+def test_llama3_equal_factors_divide_a_wavelength_exactly_on_the_switch():
+    """Llama3Scaling's docstring: with no band, a wavelength exactly on the switch is divided by the factor (no
+    0 / 0). Found with float64 wavelengths equal to ``L / low_freq_factor`` bit for bit."""
+    d, base, original, s = 64, 5e5, 8192, 8.0
+    theta = rope_frequencies(d, base=base, dtype=torch.float64)[0]
+    for k in (20, 22):
+        wavelength = (2 * math.pi / theta)[k].item()
+        low = original / wavelength
+        assert original / low == wavelength
+        got, _ = rope_frequencies(d, base=base, scaling=Llama3Scaling(s, original, low, low), dtype=torch.float64)
+        assert not got.isnan().any()
+        assert got[k].item() == theta[k].item() / s
+        torch.testing.assert_close(got[:k], theta[:k], rtol=0, atol=0)  # shorter wavelengths kept
+        torch.testing.assert_close(got[k + 1:], theta[k + 1:] / s, rtol=0, atol=0)
+
+
+def test_float32_reference_does_not_follow_torchs_default_dtype():
+    """The float32 path is float32 because transformers writes ``.float()``/``dtype=torch.float32``, not because
+    torch's default dtype happens to be float32: under ``torch.set_default_dtype(torch.float64)`` the bits stay."""
+    scalings = [None, LinearScaling(2.0), NTKScaling(4.0), DynamicNTKScaling(2.0, 64), YaRNScaling(4.0, 64),
+                Llama3Scaling(8.0, 64), LongRoPEScaling([1.0, 1.1, 1.3, 2.7], [1.5, 2.1, 3.3, 9.7], 64, factor=4.0),
+                ProportionalScaling(0.5, factor=3.0)]
+    expected = [rope_frequencies(8, scaling=s, seq_len=100, dtype=torch.float64, angle_dtype=torch.float32)[0]
+                for s in scalings]
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got = [rope_frequencies(8, scaling=s, seq_len=100, dtype=torch.float64, angle_dtype=torch.float32)[0]
+               for s in scalings]
+        module = RotaryEmbedding(8, scaling=DynamicNTKScaling(2.0, 64), angle_dtype=torch.float32)
+        module_inv = _module_frequencies(8, 1e4, DynamicNTKScaling(2.0, 64), 100, torch.float32)[0]
+    finally:
+        torch.set_default_dtype(previous)
+    for scaling, a, b in zip(scalings, expected, got):
+        assert torch.equal(a, b), scaling
+        assert torch.equal(a, a.float().double()), scaling  # float32 values
+    assert torch.equal(module_inv, _module_frequencies(8, 1e4, DynamicNTKScaling(2.0, 64), 100, torch.float32)[0])
+    assert module.angle_dtype == torch.float32
+
+
+def test_yarn_correction_range_in_the_overflow_branch():
+    """beta_slow = 1e-320: L / (2 pi beta) overflows, and ln L - ln beta - ln 2 pi is used instead (no clip for a
+    base of 1e300)."""
+    low, high = yarn_correction_range(64, 1e300, 4096, 1.0, 1e-320, truncate=False)
+    expected = 64 * (math.log(4096) - math.log(1e-320) - math.log(2 * math.pi)) / (2 * math.log(1e300))
+    assert 34.0 < high < 35.0 and high == pytest.approx(expected, rel=1e-12)
+    assert low == pytest.approx(64 * math.log(4096 / (2 * math.pi)) / (2 * math.log(1e300)), rel=1e-12)
+
+
+@pytest.mark.parametrize("make,error,message", [
+    (lambda: YaRNScaling(2.0, 64, truncate="yes"), TypeError, r"truncate must be"),
+    (lambda: rope_frequencies(8, angle_dtype=torch.int64), TypeError, r"angle_dtype must be a floating"),
+    (lambda: rope_frequencies(8, angle_dtype=torch.float16), ValueError,
+     r"angle_dtype must be torch.float64 \(exact\) or torch.float32 \(reference numerics\), got torch.float16$"),
+    (lambda: LongRoPEScaling(torch.tensor(1.0), [1.0], 8), TypeError,
+     r"short_factor must be a 1-D tensor of real numbers, got shape \(\) torch.float32$"),
+    (lambda: LongRoPEScaling([1.0], [1.0], 1, factor=2.0), ValueError,
+     r"original_max_positions must be >= 2 for the default attention factor "
+     r"sqrt\(1 \+ ln\(factor\) / ln\(original_max_positions\)\); or give attention_factor$"),
+    (lambda: rope_frequencies(8, scaling=LongRoPEScaling([1.0] * 3, [1.0] * 3, 8)), ValueError,
+     r"LongRoPE short_factor and long_factor must have head_dim // 2 = 4 entries \(one per rotation pair\), got 3$"),
+    (lambda: RopeConfig("default", 8, 10, 1e4, None), ValueError, r"rotary_dim \(10\) exceeds head_dim \(8\)$"),
+    (lambda: RopeConfig("default", 8, 8, 1e4, "linear"), TypeError,
+     r"scaling must be None or a scaling dataclass, got str$"),
+    (lambda: RopeConfig("ntk", 8, 8, 1e4, None), ValueError,
+     r"unknown rope_type 'ntk'; expected one of default, linear, dynamic, yarn, longrope, llama3, proportional, "
+     r"axial$"),
+])
+def test_messages_begin_with_the_argument(make, error, message):
+    with pytest.raises(error, match="^" + message):
+        make()
+
+
+def test_longrope_factor_bound_is_inclusive(monkeypatch):
+    """MAX_LONGROPE_FACTORS factors are accepted, one more refused (the bound lowered to 4 to keep this fast)."""
+    import course_pe.rope_scaling as rs
+
+    monkeypatch.setattr(rs, "MAX_LONGROPE_FACTORS", 4)
+    assert LongRoPEScaling([1.0] * 4, [2.0] * 4, 8).short_factor == (1.0,) * 4
+    assert LongRoPEScaling(torch.ones(4), torch.ones(4), 8).long_factor == (1.0,) * 4
+    with pytest.raises(ValueError, match=r"^short_factor must hold one factor per rotation pair, at most 4 .*got 5$"):
+        LongRoPEScaling([1.0] * 5, [2.0] * 5, 8)
+
+
+def test_rope_config_stores_checked_python_values():
+    import numpy as np
+
+    config = RopeConfig("default", np.int64(8), 8, 10000, None, max_positions=np.int64(4096))
+    assert type(config.base) is float and config.base == 10000.0
+    assert type(config.max_positions) is int and config.max_positions == 4096
+    assert type(config.head_dim) is int
+    assert not hasattr(config, "BASE") and not hasattr(config, "XXbaseXX")
+    module = config.rotary_embedding()
+    assert module.cached_positions == 2048  # the documented default initial cache
+
+
+@pytest.mark.parametrize("key", ["rope_type", "type", "rope_theta", "factor", "partial_rotary_factor"])
+def test_reader_a_flat_block_with_a_null_value_is_not_nested(key):
+    """A block is nested by layer type only if none of its keys is a RoPE parameter: ``{key: null}`` is a flat
+    block (a null parameter), not a layer type called ``key``."""
+    config = {"head_dim": 8, "rope_parameters": {key: None}}
+    if key in ("rope_type", "type"):
+        with pytest.raises(ValueError, match=r"^unknown rope_type None in config"):
+            rope_config_from_hf(config)
+    elif key == "rope_theta":
+        with pytest.raises(TypeError, match=r"^config rope parameter 'rope_theta' must be a real number, got NoneType"):
+            rope_config_from_hf(config)
+    else:  # a null factor is ignored by the default type; a layer type may be asked of a flat block
+        assert rope_config_from_hf(config, layer_type="full_attention") == rope_config_from_hf({"head_dim": 8})
+
+
+def test_reader_default_layer_types_of_a_flat_block():
+    """Without ``layer_types`` in the config, a flat block is read for either of transformers' two standard layer
+    types, and refused for another, naming both."""
+    config = {"head_dim": 8, "rope_parameters": {"rope_type": "linear", "factor": 2.0}}
+    for layer_type in ("full_attention", "sliding_attention"):
+        assert rope_config_from_hf(config, layer_type=layer_type).scaling == LinearScaling(2.0)
+    with pytest.raises(ValueError, match=r"^layer_type 'chunked' is not a layer type of this config "
+                                         r"\('full_attention', 'sliding_attention'\); its rope parameters are not "
+                                         r"nested by layer type$"):
+        rope_config_from_hf(config, layer_type="chunked")
+
+
+def test_reader_both_blocks_read_with_the_given_layer_type_and_head_dim():
+    """With rope_parameters and rope_scaling both present, each is read for the layer type and head width asked."""
+    config = {"head_dim": 64, "max_position_embeddings": 4096, "rope_theta": 1e6, "rope_local_base_freq": 1e4,
+              "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+              "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                  "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}}
+    sliding = rope_config_from_hf(config, layer_type="sliding_attention", head_dim=32)
+    assert (sliding.rope_type, sliding.base, sliding.scaling, sliding.head_dim) == ("default", 1e4, None, 32)
+    full = rope_config_from_hf(config, layer_type="full_attention", head_dim=16)
+    assert (full.rope_type, full.base, full.scaling, full.head_dim) == ("linear", 1e6, LinearScaling(8.0), 16)
+    conflict = {"head_dim": 8, "rope_parameters": {"rope_type": "linear", "factor": 2.0},
+                "rope_scaling": {"rope_type": "linear", "factor": 4.0}}
+    with pytest.raises(ValueError, match=r"\. transformers 5\.23 uses rope_scaling and takes its rope_theta from the "
+                                         r"top level or the model's default, dropping rope_parameters entirely; "
+                                         r"remove the key you do not mean$"):
+        rope_config_from_hf(conflict)
+
+
+@pytest.mark.parametrize("params,key", [
+    ({"rope_type": "yarn", "factor": "4"}, "factor"),
+    ({"rope_type": "longrope", "factor": "4", "short_factor": [1.0] * 4, "long_factor": [1.0] * 4}, "factor"),
+    ({"rope_type": "dynamic", "factor": "2"}, "factor"),
+    ({"rope_type": "yarn", "factor": 4.0, "beta_slow": "1"}, "beta_slow"),
+    ({"rope_type": "llama3", "factor": "8", "low_freq_factor": 1.0, "high_freq_factor": 4.0}, "factor"),
+    ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": "1", "high_freq_factor": 4.0}, "low_freq_factor"),
+    ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": "4"}, "high_freq_factor"),
+])
+def test_reader_messages_name_the_parameter(params, key):
+    config = {"head_dim": 8, "max_position_embeddings": 4096,
+              "rope_parameters": {"original_max_position_embeddings": 1024, **params}}
+    with pytest.raises(TypeError, match=rf"^config rope parameter '{key}' must be a real number, got str"):
+        rope_config_from_hf(config)

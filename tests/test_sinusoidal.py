@@ -330,3 +330,15 @@ def test_shift_matrix_offsets_beyond_2_53_are_refused_not_rounded():
     for k in (2**53 + 1, -(2**53) - 1, 10**17 + 3, 10**30, 2.0**60, -1e300, np.uint64(2**63)):
         with pytest.raises(ValueError, match=r"^k must lie in \[-2\*\*53, 2\*\*53\]"):
             shift_matrix(k, 8)
+
+
+# --------------------------------------------------------------------------- found by mutation testing (issue 27)
+
+
+def test_encoding_rows_up_to_two_to_the_53_are_allowed():
+    """``offset + length - 1 <= 2**53``: the last allowed row is position 2**53 itself (computed, not cached)."""
+    pe = SinusoidalPositionalEncoding(4, max_len=8)
+    rows = pe.encoding(2, offset=2**53 - 1)
+    torch.testing.assert_close(rows, sinusoidal_encoding(2, 4, dtype=torch.float64, start=2**53 - 1))
+    with pytest.raises(ValueError, match=r"^offset \+ length - 1 must be <= 2\*\*53"):
+        pe.encoding(2, offset=2**53)
