@@ -355,3 +355,33 @@ def test_shaw_max_distance_beyond_int64_is_refused_not_a_promotion_error():
 
 def test_t5_module_default_table_has_32_rows():
     assert T5RelativeBias(2).embedding.weight.shape == (32, 2)
+
+
+# ----------------------------------------------------------------------------- found by mutation testing (issue 27)
+
+
+def test_t5_bucket_bounds_depend_on_direction():
+    """A causal (unidirectional) T5 bias has num_buckets // 2 exact buckets, a bidirectional one num_buckets // 2 // 2;
+    the module validates with its own direction, and the message names the formula of that direction."""
+    bias = T5RelativeBias(2, bidirectional=False, num_buckets=2, max_distance=4)  # one exact bucket: allowed causal
+    assert bias(3, 3).shape == (1, 2, 3, 3)
+    with pytest.raises(ValueError, match=r"^num_buckets=2 leaves no exact buckets; use at least 4$"):
+        T5RelativeBias(2, bidirectional=True, num_buckets=2, max_distance=4)
+    with pytest.raises(ValueError, match=r"^max_distance \(3\) must exceed the number of exact buckets \(4 = "
+                                         r"num_buckets // 2 with num_buckets=8\); lower num_buckets or raise "
+                                         r"max_distance$"):
+        T5RelativeBias(2, bidirectional=False, num_buckets=8, max_distance=3)
+    with pytest.raises(ValueError, match=r"^max_distance \(2\) must exceed the number of exact buckets \(2 = "
+                                         r"num_buckets // 2 // 2 with num_buckets=8\)"):
+        T5RelativeBias(2, bidirectional=True, num_buckets=8, max_distance=2)
+    assert T5RelativeBias(2, bidirectional=True, num_buckets=8, max_distance=3).num_buckets == 8
+
+
+@pytest.mark.parametrize("num_heads,message", [(0, r"num_heads must be >= 1, got 0$"),
+                                               (2**20 + 1, r"num_heads must be <= 1048576, got 1048577$")])
+def test_alibi_bias_checks_num_heads_first(num_heads, message):
+    """num_heads is refused before the other arguments are looked at and before the memory estimate it enters."""
+    with pytest.raises(ValueError, match="^" + message):
+        alibi_bias(num_heads, 4, 4, causal="yes")
+    with pytest.raises(ValueError, match="^" + message):
+        alibi_bias(num_heads, 2**40, 2**40)

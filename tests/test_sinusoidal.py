@@ -342,3 +342,17 @@ def test_encoding_rows_up_to_two_to_the_53_are_allowed():
     torch.testing.assert_close(rows, sinusoidal_encoding(2, 4, dtype=torch.float64, start=2**53 - 1))
     with pytest.raises(ValueError, match=r"^offset \+ length - 1 must be <= 2\*\*53"):
         pe.encoding(2, offset=2**53)
+
+
+def test_max_len_bound_is_two_to_the_53_plus_one():
+    """``max_len <= 2**53 + 1`` (positions 0 ... 2**53): up to there only the memory budget refuses the table (a
+    MemoryBudgetError naming both sizes), one more is refused for its positions, before any estimate."""
+    from course_pe._validation import MemoryBudgetError
+
+    for max_len in (2**53, 2**53 + 1):
+        with pytest.raises(MemoryBudgetError, match=r"^max_len and d_model: a \d+ x 4 table would need"):
+            SinusoidalPositionalEncoding(4, max_len=max_len)
+    with pytest.raises(ValueError, match=r"^max_len must be <= 2\*\*53 \+ 1 \(positions stay exact in float64\), "
+                                         rf"got {2**53 + 2}$") as caught:
+        SinusoidalPositionalEncoding(4, max_len=2**53 + 2)
+    assert not isinstance(caught.value, MemoryBudgetError)
