@@ -543,3 +543,16 @@ def test_the_errata_chapter_reads_as_a_page():
     assert "\\(" not in rendered and "\\)" not in rendered, "raw TeX delimiters in the rendered catalogue"
     page_text = "".join("".join(c["source"]) for c in cells)
     assert "\\(" not in page_text, "raw TeX delimiters in the page's own text or code"
+
+
+def test_e002_04_evaluates_the_quoted_formula_itself():
+    """E002-04's evidence cell evaluates a formula typed into the notebook; it proves the erratum only if that string
+    is the source's text. The catalogue's quote is checked verbatim against source 002 above, so the cell's string must
+    equal the quote (without its math delimiters)."""
+    quote = next(e for e in ERRATA if e["id"] == "E002-04")["quote"].strip("$").strip()
+    nb = nbformat.read(ROOT / "book" / "part1" / "model_input.ipynb", as_version=4)
+    cells = [c for c in nb.cells if "erratum-e002-04" in c.metadata.get("tags", [])]
+    assert len(cells) == 1
+    typed = re.search(r'^source_002_formula = "([^"]*)"', cells[0].source, re.M)
+    assert typed, "the evidence cell no longer names the source's formula source_002_formula"
+    assert typed.group(1) == quote, (typed.group(1), quote)

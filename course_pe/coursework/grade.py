@@ -1140,4 +1140,12 @@ if __name__ == "__main__":
     status = main()
     # everything is recorded and exported: a further Ctrl-C would only print a traceback from the interpreter's exit
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if status == 130:
+        # Interrupted: every sandbox has been killed and the exports are written, but a worker thread may still be
+        # waiting for a sandbox that was starting (a busy machine can take long to start one); the interpreter's exit
+        # would join it. Leave at once: what a worker still holds dies with this process (the keepers' parent-death
+        # signal kills their children).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
     sys.exit(status)
