@@ -19,6 +19,10 @@ from course_pe import (
 )
 from course_pe.rope_scaling import _module_frequencies
 
+# pinned in requirements.txt (as for test_rope_scaling_hf.py): a missing package is a failure, not a skip
+from transformers import LlamaConfig
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
 
 def theta(d, base=10000.0):
     return torch.tensor([base ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64)
@@ -421,9 +425,6 @@ def test_longrope_factor_lists_are_measured_before_their_items():
 
 def _hf_reference(rope_parameters: dict, head_dim: int, max_positions: int) -> torch.Tensor:
     """transformers 5.23's float32 ``inv_freq`` for ``rope_parameters`` (a LlamaConfig with one head)."""
-    from transformers import LlamaConfig
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
     config = LlamaConfig(hidden_size=head_dim, num_attention_heads=1, head_dim=head_dim,
                          max_position_embeddings=max_positions, rope_parameters=dict(rope_parameters))
     return ROPE_INIT_FUNCTIONS[rope_parameters["rope_type"]](config)[0]
