@@ -304,7 +304,8 @@ def rotate_with_cos_sin(
         # One fused complex multiply: (a + ib)(cos + i sin). Reads x once, writes the result once.
         z = torch.view_as_complex(xc.view(*xc.shape[:-1], half, 2))
         out = torch.view_as_real(z * torch.complex(cos, sin)).view(xc.shape)
-    elif (torch.is_grad_enabled() and (xc.requires_grad or cos.requires_grad or sin.requires_grad)) or _transformed(xc):
+    elif ((torch.is_grad_enabled() and (xc.requires_grad or cos.requires_grad or sin.requires_grad))
+          or _transformed(xc) or _transformed(cos) or _transformed(sin)):
         # Differentiable path (training, or inside vmap): the same arithmetic, out of place.
         if layout == "interleaved":
             a, b = xc[..., 0::2], xc[..., 1::2]
@@ -687,7 +688,8 @@ class RotaryEmbedding(nn.Module):
         ``1 ... 2**53 + 1``, default ``max(positions) + 1``.
         """
         check_tensor("positions", positions, "position")
-        return self._cos_sin(positions, seq_len, transformed=_transformed(positions))
+        return self._cos_sin(positions, seq_len,
+                             transformed=_transformed(positions) or _transformed(self.cos_cached))
 
     def _cos_sin(
         self, positions: torch.Tensor, seq_len: int | None, *, transformed: bool
@@ -753,7 +755,10 @@ class RotaryEmbedding(nn.Module):
                                  "offset=0 (add the offset to the positions instead)")
             _resolve_positions(x, positions)  # shape and range checks only
             positions = positions.to(x.device)
-        cos, sin = self._cos_sin(positions, seq_len, transformed=_transformed(x))
+        # inside torch.func transforms: x may be shared by every model (in_dims None) while the buffers are stacked,
+        # so the buffers and positions are looked at too, not x alone
+        transformed = _transformed(x) or _transformed(positions) or _transformed(self.cos_cached)
+        cos, sin = self._cos_sin(positions, seq_len, transformed=transformed)
         if positions.dim() == 2:  # (batch, seq, h) -> (batch, 1, seq, h)
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         rotate = _reference_rotation if self.angle_dtype == torch.float32 else rotate_with_cos_sin

@@ -877,3 +877,46 @@ def test_rotary_embedding_vmapped_over_models_with_different_caches():
     with pytest.raises(ValueError, match=r"needs new frequencies \(length 12, scaling DynamicNTKScaling\(factor=2\.0, "
                                          r"original_max_positions=8\)\), which would be computed"):
         torch.func.vmap(call)(params, buffers, torch.stack([x, x]))
+
+
+# --------------------------------------------------------------------------- vmap over models with one shared input
+# (found by mutation testing, issue 27: inside torch.func, forward looked at x alone to decide whether it was
+# transformed, so a shared x with stacked buffers silently used the first model's scaling beyond the cache)
+
+
+def _stacked_rotaries(max_positions: int):
+    from torch.func import stack_module_state
+
+    models = [RotaryEmbedding(8, max_positions=max_positions, scaling=YaRNScaling(f, original_max_positions=4))
+              for f in (2.0, 4.0)]
+    params, buffers = stack_module_state(models)
+    return models, params, buffers
+
+
+def test_vmap_over_models_with_a_shared_input_rotates_each_model_by_its_own_cache():
+    from torch.func import functional_call, vmap
+
+    models, params, buffers = _stacked_rotaries(max_positions=16)
+    x = torch.randn(1, 2, 12, 8, dtype=torch.float64)
+
+    def run(p, b, x):
+        return functional_call(models[0], (p, b), (x,))
+
+    out = vmap(run, in_dims=(0, 0, None))(params, buffers, x)
+    assert out.shape == (2, 1, 2, 12, 8)
+    for k, model in enumerate(models):
+        torch.testing.assert_close(out[k], model(x))
+    assert not torch.allclose(out[0], out[1])  # the two scalings differ
+
+
+def test_vmap_over_models_with_a_shared_input_beyond_the_cache_is_refused():
+    from torch.func import functional_call, vmap
+
+    models, params, buffers = _stacked_rotaries(max_positions=8)
+    x = torch.randn(1, 2, 12, 8, dtype=torch.float64)
+
+    def run(p, b, x):
+        return functional_call(models[0], (p, b), (x,))
+
+    with pytest.raises(ValueError, match="different cos/sin caches"):
+        vmap(run, in_dims=(0, 0, None))(params, buffers, x)
