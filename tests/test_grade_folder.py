@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from _grading import GOOD_SLOPES, GOOD_T5, STUBS, TOOL, notebook, sandbox_processes
+from _grading import CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, STUBS, TOOL, batch_with_stallers, notebook, sandbox_processes
 from course_pe.coursework import grade as grade_module
 from course_pe.coursework import sandbox as sandbox_module
 from course_pe.coursework.gradebook import Gradebook
@@ -350,34 +350,10 @@ def test_a_class_of_30_with_a_staller_grades_in_bounded_time(tmp_path, capsys):
 
 
 def test_ctrl_c_stops_a_batch_and_still_writes_the_exports(tmp_path):
-    folder = tmp_path / "relative"
-    folder.mkdir()
-    for name in ("a1", "a2"):
-        notebook(folder, name, GOOD_T5, GOOD_SLOPES)
-    staller = "import time\ntime.sleep(10**6)\n" + TOOL.STUB_SLOPES
-    for k in range(4):
-        notebook(folder, f"z{k}", staller)
-    out = tmp_path / "grades"
-    process = subprocess.Popen([sys.executable, "-m", "course_pe.coursework.grade", "--dir", str(folder), "--out",
-                                str(out), "--jobs", "2", "--cell-timeout", "600", "--timeout", "900"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    deadline = time.monotonic() + 300
-    recorded: set[str] = set()
-    while time.monotonic() < deadline and recorded != {"a1", "a2"}:
-        time.sleep(0.5)
-        try:
-            with sqlite3.connect(out / "gradebook.sqlite") as db:
-                recorded = {s for (s,) in db.execute("SELECT DISTINCT student FROM grades")}
-        except sqlite3.Error:
-            pass
-    time.sleep(1.0)  # the stallers are running now
+    process, out = batch_with_stallers(tmp_path)
     assert processes_of(uid_range(process.pid)), "no staller was running"
     process.send_signal(signal.SIGINT)
-    # the grader kills every sandbox, then waits at most 60 s for workers whose sandbox was still starting, writes
-    # the exports and exits. On a heavily loaded machine (make test at 11-13 min instead of 7) it did not exit within
-    # 150 s in two runs, for a reason not yet found (a sandbox's teardown waits up to 30 s for its keeper while holding
-    # the lock kill() needs is one candidate); 300 s still catches a grader that never stops
-    stdout, stderr = process.communicate(timeout=300)
+    stdout, stderr = process.communicate(timeout=CTRL_C_WAIT)
     assert process.returncode == 130, stderr
     assert "interrupted: 2 notebook(s) graded and recorded" in stderr
     assert set(wide(out)) == {"a1", "a2"} and wide(out)["a1"]["total"] == "2"

@@ -18,7 +18,6 @@ import os
 import signal
 import sqlite3
 import stat
-import subprocess
 import sys
 import threading
 import time
@@ -27,14 +26,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from _grading import GOOD_SLOPES, GOOD_T5, STUB_SLOPES, TOOL, notebook, sandbox_processes
+from _grading import CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, batch_with_stallers, notebook, sandbox_processes
 from course_pe.coursework import _cells
 from course_pe.coursework import grade as grade_module
 from course_pe.coursework.grade import answer_cells, grade_cells, main
 from course_pe.coursework.gradebook import Gradebook, _csv_text
 from course_pe.coursework.sandbox import containment
 
-ROOT = Path(__file__).resolve().parent.parent
 FULL = containment().level == "full"
 needs_full_isolation = pytest.mark.skipif(not FULL, reason="needs root and namespaces")
 
@@ -200,35 +198,11 @@ def test_selection_is_linear_and_capped():
 
 def test_ctrl_c_twice_still_writes_the_exports(tmp_path):
     """H2: a second Ctrl-C during the shutdown raised inside ThreadPoolExecutor.shutdown: no exports, no summary."""
-    folder = tmp_path / "relative"
-    folder.mkdir()
-    for name in ("a1", "a2"):
-        notebook(folder, name, GOOD_T5, GOOD_SLOPES)
-    staller = "import time\ntime.sleep(10**6)\n" + STUB_SLOPES
-    for k in range(4):
-        notebook(folder, f"z{k}", staller)
-    out = tmp_path / "grades"
-    process = subprocess.Popen([sys.executable, "-m", "course_pe.coursework.grade", "--dir", str(folder), "--out",
-                                str(out), "--jobs", "2", "--cell-timeout", "600", "--timeout", "900"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    deadline = time.monotonic() + 300
-    recorded: set[str] = set()
-    while time.monotonic() < deadline and recorded != {"a1", "a2"}:
-        time.sleep(0.5)
-        try:
-            with sqlite3.connect(out / "gradebook.sqlite") as db:
-                recorded = {s for (s,) in db.execute("SELECT DISTINCT student FROM grades")}
-        except sqlite3.Error:
-            pass
-    time.sleep(1.0)
+    process, out = batch_with_stallers(tmp_path)
     process.send_signal(signal.SIGINT)
     time.sleep(0.05)
     process.send_signal(signal.SIGINT)
-    # the grader kills every sandbox, then waits at most 60 s for workers whose sandbox was still starting, writes
-    # the exports and exits. On a heavily loaded machine (make test at 11-13 min instead of 7) it did not exit within
-    # 150 s in two runs, for a reason not yet found (a sandbox's teardown waits up to 30 s for its keeper while holding
-    # the lock kill() needs is one candidate); 300 s still catches a grader that never stops
-    stdout, stderr = process.communicate(timeout=300)
+    stdout, stderr = process.communicate(timeout=CTRL_C_WAIT)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr, stderr
     assert set(wide(out)) == {"a1", "a2"} and wide(out)["a1"]["total"] == "2"
