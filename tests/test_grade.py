@@ -497,3 +497,37 @@ def test_the_sandbox_api_refuses_a_level_it_cannot_give():
         assert box.call("nothing_here", (1,), 60).status == "missing"
     with pytest.raises(SandboxDied):
         box.run_cell("x = 1", 60)
+
+
+def test_kill_all_does_not_wait_for_a_sandbox_being_closed(monkeypatch):
+    """Ctrl-C kills every live sandbox in turn (kill_all). A sandbox that its own thread is closing is held while
+    close() waits for its processes to exit (up to 30 s for the keeper, 30 s for the cgroups on a slow machine);
+    close() has killed them first, so kill_all must not wait for it. Here the keeper's wait is made 15 s long."""
+    from course_pe.coursework import sandbox as sandbox_module
+
+    box = Sandbox()
+    box.start()
+    keeper = box._keeper_pidfd
+    assert keeper >= 0
+    real_select = sandbox_module.select.select
+    closing = threading.Event()
+
+    def slow_select(rlist, wlist, xlist, timeout=None):
+        if rlist == [keeper]:  # close() waiting for the keeper: a machine where it takes 15 s
+            closing.set()
+            time.sleep(15)
+        return real_select(rlist, wlist, xlist, timeout)
+
+    monkeypatch.setattr(sandbox_module.select, "select", slow_select)
+    closer = threading.Thread(target=box.close)
+    closer.start()
+    try:
+        assert closing.wait(60)
+        started = time.monotonic()
+        assert sandbox_module.kill_all() == 1  # the box is still live (close() removes it at its end)
+        seconds = time.monotonic() - started
+    finally:
+        closer.join(120)
+    assert seconds < 8, f"kill_all waited {seconds:.1f} s for a sandbox being closed"
+    assert not closer.is_alive() and box._keeper_pidfd == -1
+    assert sandbox_processes() == []

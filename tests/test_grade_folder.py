@@ -23,7 +23,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from _grading import CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, STUBS, TOOL, batch_with_stallers, notebook, sandbox_processes
+from _grading import (CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, STUBS, TOOL, batch_with_stallers, grader_sandbox_uids, notebook,
+                      processes_of, sandbox_processes)
 from course_pe.coursework import grade as grade_module
 from course_pe.coursework import sandbox as sandbox_module
 from course_pe.coursework.gradebook import Gradebook
@@ -44,23 +45,6 @@ def wide(out: Path) -> dict[str, dict[str, str]]:
 def long_rows(out: Path) -> list[dict[str, str]]:
     with (out / "grades_long.csv").open(newline="") as fh:
         return list(csv.DictReader(fh))
-
-
-def uid_range(pid: int) -> range:
-    base = 1_500_000_000 + (pid % 400_000) * 1000
-    return range(base, base + 1000)
-
-
-def processes_of(uids: range) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid in uids:
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
 
 
 # ----------------------------------------------------------------------------- names and files (attacks 28-35)
@@ -349,14 +333,78 @@ def test_a_class_of_30_with_a_staller_grades_in_bounded_time(tmp_path, capsys):
     print(f"class of 30 graded in {seconds:.1f} s")
 
 
-def test_ctrl_c_stops_a_batch_and_still_writes_the_exports(tmp_path):
-    process, out = batch_with_stallers(tmp_path)
-    assert processes_of(uid_range(process.pid)), "no staller was running"
-    process.send_signal(signal.SIGINT)
+@pytest.mark.parametrize("sigint, stop", [("default", signal.SIGINT), ("ignored", signal.SIGTERM)],
+                         ids=["ctrl-c in a terminal", "sigterm to a background job"])
+def test_ctrl_c_stops_a_batch_and_still_writes_the_exports(tmp_path, sigint, stop):
+    """Ctrl-C in a terminal (SIGINT), or ``kill PID`` (SIGTERM) for a grader started in the background of a script,
+    which ignores SIGINT: the stalling submissions are killed, the two graded ones exported, the rest marked."""
+    process, out = batch_with_stallers(tmp_path, sigint=sigint)
+    assert processes_of(grader_sandbox_uids(process.pid)), "no staller was running"
+    started = time.monotonic()
+    process.send_signal(stop)
     stdout, stderr = process.communicate(timeout=CTRL_C_WAIT)
+    print(f"exited {time.monotonic() - started:.1f} s after the signal")
     assert process.returncode == 130, stderr
     assert "interrupted: 2 notebook(s) graded and recorded" in stderr
     assert set(wide(out)) == {"a1", "a2"} and wide(out)["a1"]["total"] == "2"
     assert "not graded (interrupted)" in stdout
     time.sleep(0.5)
-    assert processes_of(uid_range(process.pid)) == []
+    assert processes_of(grader_sandbox_uids(process.pid)) == []
+
+
+def test_the_exports_do_not_wait_for_workers_that_have_not_returned(tmp_path, monkeypatch):
+    """After Ctrl-C (here SIGTERM, which takes the same path) the exports are written at once, before grade_folder
+    waits for worker threads that have not returned yet (a sandbox still starting on a slow machine): however long
+    they take, the exports are there. Before, they were written after that wait (up to a minute)."""
+    folder = tmp_path / "relative"
+    folder.mkdir()
+    notebook(folder, "a1", GOOD_T5, GOOD_SLOPES)
+    notebook(folder, "z1", STUBS)
+    out = tmp_path / "grades"
+    real_grade_cells = grade_module.grade_cells
+    blocked, release = threading.Event(), threading.Event()
+
+    def grade_cells(cells, assignment, *, student, **options):
+        if student == "z1":  # a worker that killing the sandboxes does not free
+            blocked.set()
+            release.wait(300)
+            raise RuntimeError("released by the test")
+        return real_grade_cells(cells, assignment, student=student, **options)
+
+    real_export = Gradebook.export
+    exported: list[float] = []
+
+    def export(self):
+        exported.append(time.monotonic())
+        return real_export(self)
+
+    monkeypatch.setattr(grade_module, "grade_cells", grade_cells)
+    monkeypatch.setattr(grade_module, "_INTERRUPT_GRACE", 10.0)
+    monkeypatch.setattr(Gradebook, "export", export)
+    sent: list[float] = []
+
+    def interrupt_once_a1_is_recorded() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            try:
+                with sqlite3.connect(out / "gradebook.sqlite") as db:
+                    if blocked.is_set() and db.execute("SELECT 1 FROM grades WHERE student = 'a1'").fetchone():
+                        break
+            except sqlite3.Error:
+                pass
+        else:
+            release.set()  # grading then ends without an interruption, and the test fails below
+            return
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGTERM)  # grade_folder's handler (main thread): the Ctrl-C path
+
+    threading.Thread(target=interrupt_once_a1_is_recorded, daemon=True).start()
+    try:
+        with pytest.raises(grade_module.GradingInterrupted):
+            grade_module.grade_folder(folder, out=out, jobs=2, progress=False)
+    finally:
+        release.set()
+    assert sent and exported, (sent, exported)
+    assert exported[0] - sent[0] < 5.0, f"exported {exported[0] - sent[0]:.1f} s after the signal (grace 10 s)"
+    assert set(wide(out)) == {"a1"} and wide(out)["a1"]["total"] == "2"

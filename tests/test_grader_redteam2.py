@@ -26,7 +26,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from _grading import CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, batch_with_stallers, notebook, sandbox_processes
+from _grading import (CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, batch_with_stallers, grader_sandbox_uids, notebook,
+                      processes_of, sandbox_processes)
 from course_pe.coursework import _cells
 from course_pe.coursework import grade as grade_module
 from course_pe.coursework.grade import answer_cells, grade_cells, main
@@ -208,7 +209,7 @@ def test_ctrl_c_twice_still_writes_the_exports(tmp_path):
     assert set(wide(out)) == {"a1", "a2"} and wide(out)["a1"]["total"] == "2"
     assert (out / "grades_long.csv").exists()
     time.sleep(0.5)
-    assert sandbox_processes() == []
+    assert processes_of(grader_sandbox_uids(process.pid)) == []  # the grader's sandboxes, not this process's
 
 
 # ----------------------------------------------------------------------------- D1-D5: honest notebooks

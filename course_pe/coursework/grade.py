@@ -895,9 +895,12 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
                 for future in futures:
                     future.cancel()
                 kill_all(refuse_new=True)
+                # Only this thread records, and nothing is recorded from now on: export what was recorded before
+                # waiting for the workers, so that however long they take, the exports are there.
+                book.export()
                 # every sandbox is dead, so the workers return at once; a sandbox that was starting is killed as
                 # soon as it has started; nothing that finishes now is recorded
-                give_up = time.monotonic() + 60
+                give_up = time.monotonic() + _INTERRUPT_GRACE
                 while any(not f.done() for f in futures) and time.monotonic() < give_up:
                     wait([f for f in futures if not f.done()], timeout=0.25)
                     kill_all()
@@ -907,7 +910,8 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
             allow_new()
             os.close(dir_fd)
             broken = bool(held) and not interrupted  # (interrupted: the held ones are reported as not graded)
-            book.export()
+            if not interrupted:
+                book.export()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         interrupted = interrupted or bool(caught)
@@ -924,6 +928,11 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
                            f"grader tried ({'; '.join(_clean(x, 300) for x in reasons[:3])}). None of them was "
                            f"recorded; the gradebook in {out} keeps what it had")
     return result
+
+
+# After Ctrl-C, how long (seconds) grade_folder waits for worker threads whose sandbox was still starting before it
+# returns without them (the exports are written before this wait).
+_INTERRUPT_GRACE = 60.0
 
 
 class _signals_deferred:

@@ -623,6 +623,9 @@ def _kill_user(uid: int, rounds: int = 200) -> None:
 
 
 _REFUSING = threading.Event()
+# How long kill() waits for a sandbox that another thread holds: start() holds it for a moment, close() while it waits
+# (up to a minute) for the killed processes to exit and removes the cgroups.
+_KILL_LOCK_WAIT = 2.0
 
 
 def kill_all(refuse_new: bool = False) -> int:
@@ -794,10 +797,16 @@ class Sandbox:
 
     def kill(self) -> None:
         """Kill every process of the sandbox now (its channel stays open until :meth:`close`); a child still starting
-        is killed as soon as it has started."""
-        with self._lock:
-            self._killed = True
+        is killed as soon as it has started. Returns within seconds (Ctrl-C kills every sandbox in turn): when
+        :meth:`close` holds the sandbox, which kills first and then waits for the processes to exit, the kill is
+        left to it."""
+        self._killed = True  # read by start() under the lock: a child that starts from now on is stopped at once
+        if not self._lock.acquire(timeout=_KILL_LOCK_WAIT):
+            return
+        try:
             self._kill()
+        finally:
+            self._lock.release()
 
     def _kill(self) -> None:
         if self._cgroups is not None:
