@@ -38,7 +38,7 @@ from course_pe.coursework import _child
 from course_pe.coursework.exercises import EXERCISES, _alibi, _shift, _t5_buckets, _table, call_case, judge
 from course_pe.coursework.grade import answer_cells, grade_cells, grade_notebook
 from course_pe.coursework.grading_build import package_folder, repository_root
-from course_pe.coursework.sandbox import Sandbox, SandboxDied, SandboxLimits, containment
+from course_pe.coursework.sandbox import Containment, Sandbox, SandboxDied, SandboxLimits, containment
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL = containment().level == "full"
@@ -298,8 +298,23 @@ def test_scalar_answers_keep_their_shape():
 # ----------------------------------------------------------------------------- D. the machine (attacks 20-27, 47)
 
 
+@pytest.fixture(params=["as found", "none"])
+def cgroups(request, monkeypatch) -> Containment:
+    """What contains a submission: the cgroups this machine has ("as found"), and none at all, the fallback of a
+    full-level machine whose cgroups cannot be used (per-process memory limit, per-user process limit, the tree killed
+    with its PID namespace; every report says which). A pure cgroup v2 host cannot be shown on this hybrid one."""
+    from course_pe.coursework import grade as grade_module
+    from course_pe.coursework import sandbox as sandbox_module
+
+    if request.param == "none":
+        where = Containment("full", notes=("no cgroups (forced by the test)",))
+        for module in (sandbox_module, grade_module):  # the sandboxes, and the reports' description
+            monkeypatch.setattr(module, "containment", lambda: where)
+    return sandbox_module.containment()
+
+
 @needs_full_isolation
-def test_memory_is_bounded_for_the_whole_tree():
+def test_memory_is_bounded_for_the_whole_tree(cgroups):
     """Attack 20: five children of the submission each take 300 MiB and hold it, under a 1 GiB limit for the whole
     tree (a per-process limit let 64 processes take 2 GiB each). The cgroup's OOM killer ends children until the tree
     fits: at most three hold their memory at once."""
@@ -330,7 +345,7 @@ alive = len(children) - len(dead)
 def alibi_slopes(n):
     raise RuntimeError(f"alive {alive}")
 """
-    where = containment()
+    where = cgroups
     report = grade(hog, exercises=("alibi_slopes",), limits=SandboxLimits(memory_bytes=2**30), cell_timeout=60)
     message = report.exercises[0].message
     assert "alive" in message, report.text()
@@ -383,7 +398,7 @@ def alibi_slopes(n):
 
 
 @needs_full_isolation
-def test_no_process_outlives_grading():
+def test_no_process_outlives_grading(cgroups):
     """Attack 22: a child that calls setsid, a replaced os._exit, a double fork into the background: all die with the
     sandbox (PID namespace and cgroup), and the sandbox's cgroups are removed."""
     survivor = """
@@ -398,10 +413,41 @@ os._exit = lambda code: time.sleep(600)
 """ + STUB_SLOPES
     report = grade(survivor, exercises=("alibi_slopes",))
     assert report.score == 0
+    assert ("cgroup.kill" if cgroups.kill_group else "tree killed with its PID namespace") in report.isolation
     time.sleep(0.5)
     assert sandbox_processes() == []
-    for group in {containment().kill_group, containment().memory_group, containment().pids_group} - {None}:
+    for group in {cgroups.kill_group, cgroups.memory_group, cgroups.pids_group} - {None}:
         assert not [d for d in os.listdir(group) if d.startswith(f"{os.getpid()}-")], group
+
+
+@needs_full_isolation
+def test_the_number_of_processes_is_bounded(cgroups):
+    """A fork bomb: the submission's processes (threads included) are bounded by ``limits.processes``, by the pids
+    cgroup where there is one, else by the per-user limit of the sandbox's own user id."""
+    bomb = """
+import os, time
+started = 0
+try:
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(600)
+            os._exit(0)
+        started += 1
+except OSError as exc:
+    stopped = exc.strerror
+else:
+    stopped = "never"
+def alibi_slopes(n):
+    raise RuntimeError(f"started {started}; {stopped};")
+"""
+    report = grade(bomb, exercises=("alibi_slopes",), limits=SandboxLimits(processes=32))
+    message = report.exercises[0].message
+    assert "started" in message, report.text()
+    started = int(message.split("started ")[1].split(";")[0])
+    assert 1 <= started < 32 and "Resource temporarily unavailable" in message, message
+    assert ("processes by cgroup" if cgroups.pids_group else "processes by per-user limit") in report.isolation
+    time.sleep(0.5)
+    assert sandbox_processes() == []
 
 
 @needs_full_isolation
