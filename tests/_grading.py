@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
@@ -96,11 +97,13 @@ def typical_mistake(solution: str, exercise_id: str) -> str:
 
 
 ROOT = Path(__file__).resolve().parents[1]
-# How long a Ctrl-C test waits for the interrupted grader to exit. The grader kills every sandbox and writes the exports
-# at once (about 0.1 s, also with three batches beside a make test), then waits at most 60 s for workers whose sandbox
-# was still starting. (The 60 s and 150 s timeouts seen in earlier runs were not slowness: those make test runs were
-# started in the background of a non-interactive shell, whose children ignore SIGINT; see batch_with_stallers.)
+# How long a Ctrl-C test waits for the interrupted grader to exit, and how soon it must have exited. The grader kills
+# every sandbox and writes the exports at once (about 0.1 s, also with three batches beside a make test); only workers
+# whose sandbox was still starting can make it wait, up to 60 s (grade._INTERRUPT_GRACE), which STOP_SECONDS rejects.
+# (The 60 s and 150 s timeouts seen in earlier runs were not slowness: those make test runs were started in the
+# background of a non-interactive shell, whose children ignore SIGINT; see batch_with_stallers.)
 CTRL_C_WAIT = 120
+STOP_SECONDS = 30
 
 
 def sigint_ignored(pid: int) -> bool:
@@ -129,10 +132,12 @@ def processes_of(uids: range) -> list[int]:
     return found
 
 
-def batch_with_stallers(tmp_path: Path, *, sigint: str = "default") -> tuple[subprocess.Popen, Path]:
+@contextmanager
+def batch_with_stallers(tmp_path: Path, *, sigint: str = "default"):
     """Start ``python -m course_pe.coursework.grade`` on a ``relative`` folder of two correct notebooks (a1, a2) and four
-    that stall forever, two at a time; return (the process, its grades folder) once a1 and a2 are recorded and the
-    stallers run (the moment a Ctrl-C test interrupts it).
+    that stall forever, two at a time; yield (the process, its grades folder) once a1 and a2 are recorded and a staller
+    runs (the moment a Ctrl-C test interrupts it). The grader's temporary folder is ``tmp_path / "tmp"``. On leaving,
+    a grader still running is killed (with it its sandboxes): a failing test leaves nothing behind.
 
     ``sigint``: ``"default"`` starts the grader as a terminal starts a foreground command, where Ctrl-C reaches it;
     ``"ignored"`` as a non-interactive shell starts a background command (``make grade ... &`` in a script), which
@@ -150,20 +155,38 @@ def batch_with_stallers(tmp_path: Path, *, sigint: str = "default") -> tuple[sub
     for k in range(4):
         notebook(folder, f"z{k}", staller)
     out = tmp_path / "grades"
+    (tmp_path / "tmp").mkdir()
     process = subprocess.Popen([sys.executable, "-m", "course_pe.coursework.grade", "--dir", str(folder), "--out",
                                 str(out), "--jobs", "2", "--cell-timeout", "600", "--timeout", "900"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                               env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
                                preexec_fn=lambda: signal.signal(signal.SIGINT, disposition))
-    deadline = time.monotonic() + 300
-    recorded: set[str] = set()
-    while time.monotonic() < deadline and recorded != {"a1", "a2"}:
-        time.sleep(0.5)
-        try:
-            with sqlite3.connect(out / "gradebook.sqlite") as db:
-                recorded = {s for (s,) in db.execute("SELECT DISTINCT student FROM grades")}
-        except sqlite3.Error:
-            pass
-    time.sleep(1.0)  # the stallers are running now
-    assert recorded == {"a1", "a2"}, f"a1 and a2 were not recorded within 300 s: {recorded}"
-    assert sigint_ignored(process.pid) == (sigint == "ignored")
-    return process, out
+    try:
+        deadline = time.monotonic() + 300
+        recorded: set[str] = set()
+        while time.monotonic() < deadline and recorded != {"a1", "a2"}:
+            time.sleep(0.5)
+            try:
+                with sqlite3.connect(out / "gradebook.sqlite") as db:
+                    recorded = {s for (s,) in db.execute("SELECT DISTINCT student FROM grades")}
+            except sqlite3.Error:
+                pass
+        assert recorded == {"a1", "a2"}, f"a1 and a2 were not recorded within 300 s: {recorded}"
+        while time.monotonic() < deadline and not processes_of(grader_sandbox_uids(process.pid)):
+            time.sleep(0.2)  # a staller's sandbox is starting
+        assert processes_of(grader_sandbox_uids(process.pid)), "no staller was running"
+        assert sigint_ignored(process.pid) == (sigint == "ignored")
+        yield process, out
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=60)
+
+
+def stopped_cleanly(process: subprocess.Popen, tmp_path: Path) -> None:
+    """Assert that the grader ``process`` (of batch_with_stallers, exited) left no sandbox process and no work folder."""
+    deadline = time.monotonic() + 10  # a killed process can take a moment to be gone from /proc
+    while processes_of(grader_sandbox_uids(process.pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_of(grader_sandbox_uids(process.pid)) == []
+    assert list((tmp_path / "tmp").glob("course_pe_grading_*")) == []

@@ -23,8 +23,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from _grading import (CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, STUBS, TOOL, batch_with_stallers, grader_sandbox_uids, notebook,
-                      processes_of, sandbox_processes)
+from _grading import (CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, STOP_SECONDS, STUBS, TOOL, batch_with_stallers, notebook,
+                      sandbox_processes, stopped_cleanly)
 from course_pe.coursework import grade as grade_module
 from course_pe.coursework import sandbox as sandbox_module
 from course_pe.coursework.gradebook import Gradebook
@@ -333,23 +333,80 @@ def test_a_class_of_30_with_a_staller_grades_in_bounded_time(tmp_path, capsys):
     print(f"class of 30 graded in {seconds:.1f} s")
 
 
-@pytest.mark.parametrize("sigint, stop", [("default", signal.SIGINT), ("ignored", signal.SIGTERM)],
-                         ids=["ctrl-c in a terminal", "sigterm to a background job"])
+@pytest.mark.parametrize("sigint, stop", [("default", signal.SIGINT), ("ignored", signal.SIGTERM),
+                                         ("default", signal.SIGHUP)],
+                         ids=["ctrl-c in a terminal", "sigterm to a background job", "the terminal hangs up"])
 def test_ctrl_c_stops_a_batch_and_still_writes_the_exports(tmp_path, sigint, stop):
-    """Ctrl-C in a terminal (SIGINT), or ``kill PID`` (SIGTERM) for a grader started in the background of a script,
-    which ignores SIGINT: the stalling submissions are killed, the two graded ones exported, the rest marked."""
-    process, out = batch_with_stallers(tmp_path, sigint=sigint)
-    assert processes_of(grader_sandbox_uids(process.pid)), "no staller was running"
-    started = time.monotonic()
-    process.send_signal(stop)
-    stdout, stderr = process.communicate(timeout=CTRL_C_WAIT)
-    print(f"exited {time.monotonic() - started:.1f} s after the signal")
+    """Ctrl-C in a terminal (SIGINT), ``kill PID`` (SIGTERM) for a grader started in the background of a script, which
+    ignores SIGINT, or a closed terminal or dropped SSH connection (SIGHUP): at once, the stalling submissions are
+    killed, the two graded ones exported, the rest marked; no process and no work folder is left."""
+    with batch_with_stallers(tmp_path, sigint=sigint) as (process, out):
+        started = time.monotonic()
+        process.send_signal(stop)
+        stdout, stderr = process.communicate(timeout=CTRL_C_WAIT)
+        seconds = time.monotonic() - started
     assert process.returncode == 130, stderr
+    assert seconds < STOP_SECONDS, f"the grader took {seconds:.1f} s to stop"
     assert "interrupted: 2 notebook(s) graded and recorded" in stderr
     assert set(wide(out)) == {"a1", "a2"} and wide(out)["a1"]["total"] == "2"
     assert "not graded (interrupted)" in stdout
-    time.sleep(0.5)
-    assert processes_of(grader_sandbox_uids(process.pid)) == []
+    stopped_cleanly(process, tmp_path)
+
+
+def test_ctrl_c_with_the_output_piped_to_a_reader_that_ctrl_c_killed(tmp_path):
+    """``make grade ... 2>&1 | tee log``: the same Ctrl-C kills ``tee``, and the grader's next write (the progress bar)
+    fails. That BrokenPipeError used to replace the Ctrl-C: the stallers ran on to their time limit, further Ctrl-Cs
+    and SIGTERM were deferred, and the exit status was 1. Now the output is dropped and the stop is the same."""
+    with batch_with_stallers(tmp_path) as (process, out):
+        process.stdout.close()  # the reader is gone: every write of the grader fails with EPIPE
+        process.stderr.close()
+        started = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        returncode = process.wait(timeout=CTRL_C_WAIT)
+        seconds = time.monotonic() - started
+    assert returncode == 130
+    assert seconds < STOP_SECONDS, f"the grader took {seconds:.1f} s to stop"
+    assert set(wide(out)) == {"a1", "a2"} and wide(out)["a1"]["total"] == "2"
+    stopped_cleanly(process, tmp_path)
+
+
+def test_a_signal_during_recording_takes_effect_after_it(tmp_path, monkeypatch):
+    """A Ctrl-C (here SIGTERM, the same path) that arrives while a report is being recorded stops the batch after that
+    report is recorded and counted: the gradebook, the report file, the exports and the summary agree."""
+    folder = tmp_path / "relative"
+    folder.mkdir()
+    notebook(folder, "a1", GOOD_T5, GOOD_SLOPES)
+    notebook(folder, "a2", GOOD_T5, GOOD_SLOPES)
+    real_record = Gradebook.record
+
+    def record(self, report):
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered now, in the middle of the recording
+        return real_record(self, report)
+
+    monkeypatch.setattr(Gradebook, "record", record)
+    out = tmp_path / "grades"
+    with pytest.raises(grade_module.GradingInterrupted) as stopped:
+        grade_module.grade_folder(folder, out=out, jobs=1, progress=False)
+    result = stopped.value.args[0]
+    graded = {r.student for r in result.reports}
+    assert len(graded) == 1, graded
+    assert set(wide(out)) == graded and {p.stem for p in (out / "relative").glob("*.json")} == graded
+    marks = {e.student: e.status for e in result.intake}
+    assert [marks[s] for s in graded] == ["grade"] and list(marks.values()).count("not graded (interrupted)") == 1
+
+
+def test_signals_the_grader_was_started_ignoring_stay_ignored():
+    """A background job's SIGINT is ignored; the blocks in which the grader defers Ctrl-C must not start catching it (a
+    Ctrl-C in the script's terminal turned a complete run into "interrupted", exit 130)."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with grade_module._signals_deferred() as caught:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)
+        assert caught == [] and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_the_exports_do_not_wait_for_workers_that_have_not_returned(tmp_path, monkeypatch):

@@ -26,8 +26,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from _grading import (CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, batch_with_stallers, grader_sandbox_uids, notebook,
-                      processes_of, sandbox_processes)
+from _grading import (CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, STOP_SECONDS, batch_with_stallers, notebook, sandbox_processes,
+                      stopped_cleanly)
 from course_pe.coursework import _cells
 from course_pe.coursework import grade as grade_module
 from course_pe.coursework.grade import answer_cells, grade_cells, main
@@ -199,17 +199,19 @@ def test_selection_is_linear_and_capped():
 
 def test_ctrl_c_twice_still_writes_the_exports(tmp_path):
     """H2: a second Ctrl-C during the shutdown raised inside ThreadPoolExecutor.shutdown: no exports, no summary."""
-    process, out = batch_with_stallers(tmp_path)
-    process.send_signal(signal.SIGINT)
-    time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=CTRL_C_WAIT)
+    with batch_with_stallers(tmp_path) as (process, out):
+        started = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=CTRL_C_WAIT)
+        seconds = time.monotonic() - started
     assert process.returncode == 130, stderr
+    assert seconds < STOP_SECONDS, f"the grader took {seconds:.1f} s to stop"
     assert "Traceback" not in stderr, stderr
     assert set(wide(out)) == {"a1", "a2"} and wide(out)["a1"]["total"] == "2"
     assert (out / "grades_long.csv").exists()
-    time.sleep(0.5)
-    assert processes_of(grader_sandbox_uids(process.pid)) == []  # the grader's sandboxes, not this process's
+    stopped_cleanly(process, tmp_path)
 
 
 # ----------------------------------------------------------------------------- D1-D5: honest notebooks

@@ -850,12 +850,24 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
     held: list[GradeReport] = []
     sandbox_worked = False
     interrupted = False
+    failed = False  # an exception other than Ctrl-C left the loop: the sandboxes are stopped as for Ctrl-C
     previous = {}
     if threading.current_thread() is threading.main_thread():
         def on_signal(signum: int, frame: Any) -> None:
             raise KeyboardInterrupt
 
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM,)}
+        # SIGTERM (kill PID) and SIGHUP (the terminal closed, the SSH connection dropped) stop a batch as Ctrl-C does;
+        # a signal this process was started ignoring (nohup, a script's background job) stays ignored
+        previous = {sig: signal.signal(sig, on_signal) for sig in _STOP_SIGNALS
+                    if sig != signal.SIGINT and signal.getsignal(sig) is not signal.SIG_IGN}
+
+    def record(report: GradeReport) -> None:
+        # a Ctrl-C during the recording takes effect after it: a report is recorded and counted, or neither
+        with _signals_deferred() as caught:
+            book.record(report)
+            reports.append(report)
+        if caught:
+            raise KeyboardInterrupt
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
     futures: dict[Future, Intake] = {}
     parsing = serialised_parsing().__enter__()  # ast.parse is not thread-safe (CPython 3.11): see _cells
@@ -864,7 +876,7 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
             futures = {pool.submit(one, e): e for e in to_grade}
             pending = set(futures)
             with tqdm(total=len(to_grade), desc="grading", unit="notebook", disable=not progress,
-                      file=sys.stderr) as bar:
+                      file=_Unbreakable(sys.stderr)) as bar:
                 while pending:
                     done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                     for future in done:
@@ -877,20 +889,20 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
                                 sandbox_worked = sandbox_worked or any(
                                     e.status in ("passed", "failed") for e in report.exercises)
                                 if sandbox_worked:
-                                    for waiting in held:
-                                        book.record(waiting)
-                                        reports.append(waiting)
-                                    held.clear()
-                                book.record(report)
-                                reports.append(report)
+                                    while held:
+                                        record(held.pop(0))
+                                record(report)
                         bar.update(1)
         except KeyboardInterrupt:
             interrupted = True
+        except BaseException:
+            failed = True  # (re-raised after the finally block)
+            raise
     finally:
         # From here on a further Ctrl-C (or SIGTERM) cannot skip the exports: it is noted, and acted on after them.
         with _signals_deferred() as caught:
-            if interrupted or caught:
-                interrupted = True
+            if interrupted or caught or failed:
+                interrupted = interrupted or bool(caught)
                 stop.set()
                 for future in futures:
                     future.cancel()
@@ -904,13 +916,13 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
                 while any(not f.done() for f in futures) and time.monotonic() < give_up:
                     wait([f for f in futures if not f.done()], timeout=0.25)
                     kill_all()
-            pool.shutdown(wait=not interrupted, cancel_futures=True)
+            pool.shutdown(wait=not (interrupted or failed), cancel_futures=True)
             if all(f.done() for f in futures):  # (else a worker is still returning: the lock stays installed)
                 parsing.__exit__(None, None, None)
             allow_new()
             os.close(dir_fd)
             broken = bool(held) and not interrupted  # (interrupted: the held ones are reported as not graded)
-            if not interrupted:
+            if not (interrupted or failed):
                 book.export()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -933,11 +945,58 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
 # After Ctrl-C, how long (seconds) grade_folder waits for worker threads whose sandbox was still starting before it
 # returns without them (the exports are written before this wait).
 _INTERRUPT_GRACE = 60.0
+# The signals that stop a grading run: Ctrl-C, kill PID, and the terminal's hang-up.
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class _Unbreakable:
+    """A text stream that stops writing, silently, once writing fails: the progress bar on a terminal that was closed
+    or piped to a ``tee`` that Ctrl-C killed must not replace the Ctrl-C with a BrokenPipeError (which used to leave
+    the stalling submissions running)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self.stream.write(text)
+            except (OSError, ValueError):  # EPIPE, EIO after a hang-up; ValueError: the stream was closed
+                self._break()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError):
+                self._break()
+
+    def _break(self) -> None:
+        # what is still buffered goes to /dev/null, so that the interpreter's last flush does not fail either
+        self.broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+    def isatty(self) -> bool:
+        try:
+            return not self.broken and self.stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
 
 
 class _signals_deferred:
-    """Within this block (in the main thread) SIGINT and SIGTERM do not interrupt: they are recorded in the list the
-    block receives, and the previous handlers come back at its end. Elsewhere it does nothing."""
+    """Within this block (in the main thread) SIGINT, SIGTERM and SIGHUP do not interrupt: they are recorded in the
+    list the block receives, and the previous handlers come back at its end; a signal that was ignored stays ignored.
+    Elsewhere it does nothing."""
 
     def __init__(self) -> None:
         self.caught: list[int] = []
@@ -945,8 +1004,9 @@ class _signals_deferred:
 
     def __enter__(self) -> list[int]:
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, lambda signum, frame: self.caught.append(signum))
+            for sig in _STOP_SIGNALS:
+                if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored (a background job's SIGINT): stays so
+                    self.previous[sig] = signal.signal(sig, lambda signum, frame: self.caught.append(signum))
         return self.caught
 
     def __exit__(self, *exc: object) -> None:
@@ -1059,16 +1119,17 @@ def main(argv: list[str] | None = None) -> int:
     exercises = [e.strip() for e in args.exercises.split(",") if e.strip()] if args.exercises else None
     options = dict(exercises=exercises, cell_timeout=args.cell_timeout, call_timeout=args.call_timeout,
                    timeout=args.timeout, seed=args.seed, isolation=args.isolation)
-    previous_term = signal.signal(signal.SIGTERM, _interrupt) \
-        if threading.current_thread() is threading.main_thread() else None
+    previous = {sig: signal.signal(sig, _interrupt) for sig in _STOP_SIGNALS if sig != signal.SIGINT and
+                signal.getsignal(sig) is not signal.SIG_IGN} \
+        if threading.current_thread() is threading.main_thread() else {}
     try:
         return _run(args, options, exercises, where)
     except KeyboardInterrupt:  # before a batch started grading, or during one notebook: nothing was recorded
         print("interrupted: nothing was graded or recorded (every sandbox is killed at exit)", file=sys.stderr)
         return 130
     finally:
-        if previous_term is not None:
-            signal.signal(signal.SIGTERM, previous_term)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 _BROKEN_HELP = ("The grader, not a submission, is at fault: nothing was graded or recorded, and the gradebook keeps "
@@ -1097,7 +1158,7 @@ def _run(args: argparse.Namespace, options: dict[str, Any], exercises: list[str]
             except GradingInterrupted as stop:
                 result = stop.args[0]
                 print(summary_table(result))
-                print(f"interrupted: {len(result.reports)} notebook(s) graded and recorded before Ctrl-C; every "
+                print(f"interrupted: {len(result.reports)} notebook(s) graded and recorded before the stop; every "
                       f"sandbox was killed; wrote {args.out / 'grades_wide.csv'} and {args.out / 'grades_long.csv'}",
                       file=sys.stderr)
                 return 130
@@ -1146,6 +1207,9 @@ def _run(args: argparse.Namespace, options: dict[str, Any], exercises: list[str]
 
 
 if __name__ == "__main__":
+    # Output to a closed terminal or to a pipe whose reader is gone (``| tee log`` killed by the same Ctrl-C) is dropped
+    # instead of raising: the grading, the exports and the exit status do not depend on who still reads the output.
+    sys.stdout, sys.stderr = _Unbreakable(sys.stdout), _Unbreakable(sys.stderr)
     status = main()
     # everything is recorded and exported: a further Ctrl-C would only print a traceback from the interpreter's exit
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -1156,5 +1220,8 @@ if __name__ == "__main__":
         # signal kills their children).
         sys.stdout.flush()
         sys.stderr.flush()
+        from .grading_build import remove_work_root
+
+        remove_work_root()  # (the exit below skips the atexit clean-up) the sandboxes are dead: their folders go
         os._exit(status)
     sys.exit(status)
