@@ -133,7 +133,7 @@ def processes_of(uids: range) -> list[int]:
 
 
 @contextmanager
-def batch_with_stallers(tmp_path: Path, *, sigint: str = "default"):
+def batch_with_stallers(tmp_path: Path, *, sigint: str = "default", terminal: int | None = None):
     """Start ``python -m course_pe.coursework.grade`` on a ``relative`` folder of two correct notebooks (a1, a2) and four
     that stall forever, two at a time; yield (the process, its grades folder) once a1 and a2 are recorded and a staller
     runs (the moment a Ctrl-C test interrupts it). The grader's temporary folder is ``tmp_path / "tmp"``. On leaving,
@@ -143,7 +143,8 @@ def batch_with_stallers(tmp_path: Path, *, sigint: str = "default"):
     ``"ignored"`` as a non-interactive shell starts a background command (``make grade ... &`` in a script), which
     ignores SIGINT. The grader inherits the disposition from this process, and pytest itself ignores SIGINT when it
     was started in the background of a script: without this choice, a Ctrl-C test would depend on how make test was
-    started."""
+    started. ``terminal``: a terminal (a pty's slave) for the grader's standard streams, in a session of its own (so
+    that no hang-up signal reaches it), instead of pipes."""
     if sigint not in ("default", "ignored"):
         raise ValueError(f"sigint must be 'default' or 'ignored', not {sigint!r}")
     disposition = signal.SIG_DFL if sigint == "default" else signal.SIG_IGN
@@ -158,8 +159,9 @@ def batch_with_stallers(tmp_path: Path, *, sigint: str = "default"):
     (tmp_path / "tmp").mkdir()
     process = subprocess.Popen([sys.executable, "-m", "course_pe.coursework.grade", "--dir", str(folder), "--out",
                                 str(out), "--jobs", "2", "--cell-timeout", "600", "--timeout", "900"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                               env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
+                               stdin=terminal, stdout=terminal if terminal is not None else subprocess.PIPE,
+                               stderr=terminal if terminal is not None else subprocess.PIPE, text=True, cwd=ROOT,
+                               start_new_session=terminal is not None, env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
                                preexec_fn=lambda: signal.signal(signal.SIGINT, disposition))
     try:
         deadline = time.monotonic() + 300

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import stat
@@ -368,6 +369,65 @@ def test_ctrl_c_with_the_output_piped_to_a_reader_that_ctrl_c_killed(tmp_path):
     assert seconds < STOP_SECONDS, f"the grader took {seconds:.1f} s to stop"
     assert set(wide(out)) == {"a1", "a2"} and wide(out)["a1"]["total"] == "2"
     stopped_cleanly(process, tmp_path)
+
+
+def test_a_terminal_that_hangs_up_stops_a_batch_that_no_signal_reaches(tmp_path):
+    """A closed terminal or a dropped SSH connection signals only the terminal's session leader; when that is make
+    (``ssh -t host 'make grade ...'``), which passes no hang-up on, the grader used to grade the whole class for nobody.
+    It watches its terminal: here the grader, in a session of its own, has a pty for its streams, and the pty's
+    other side closes."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    hang_up, closed = threading.Event(), threading.Event()
+
+    def terminal() -> None:  # reads what the grader writes, as a terminal would, until it goes away
+        try:
+            while not hang_up.is_set():
+                if select.select([master], [], [], 0.2)[0]:
+                    try:
+                        os.read(master, 4096)
+                    except OSError:
+                        break
+        finally:
+            os.close(master)  # (here, not in another thread: a close during a read would wait for the read)
+            closed.set()
+
+    threading.Thread(target=terminal, daemon=True).start()
+    try:
+        with batch_with_stallers(tmp_path, terminal=slave) as (process, out):
+            os.close(slave)
+            slave = -1
+            started = time.monotonic()
+            hang_up.set()
+            assert closed.wait(10)
+            returncode = process.wait(timeout=CTRL_C_WAIT)
+            seconds = time.monotonic() - started
+    finally:
+        hang_up.set()
+        if slave >= 0:
+            os.close(slave)
+    assert returncode == 130
+    assert seconds < STOP_SECONDS, f"the grader took {seconds:.1f} s to stop"
+    assert set(wide(out)) == {"a1", "a2"} and wide(out)["a1"]["total"] == "2"
+    stopped_cleanly(process, tmp_path)
+
+
+@pytest.mark.parametrize("closed", ["2>&-", ">&-"])
+def test_a_closed_output_stream_changes_nothing(tmp_path, closed):
+    """``make grade ... 2>&-`` (stderr closed: the progress bar used to crash the batch, nothing graded, exit 120) and
+    ``>&-`` (stdout closed: exit 120 after a complete run): every notebook is graded and the status is 0."""
+    folder = tmp_path / "relative"
+    folder.mkdir()
+    for name in ("a1", "a2"):
+        notebook(folder, name, GOOD_T5, GOOD_SLOPES)
+    out = tmp_path / "grades"
+    command = (f"exec {shlex.quote(sys.executable)} -m course_pe.coursework.grade --dir {shlex.quote(str(folder))} "
+               f"--out {shlex.quote(str(out))} --jobs 2 {closed}")
+    process = subprocess.run(["sh", "-c", command], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert process.returncode == 0, (process.stdout, process.stderr)
+    assert set(wide(out)) == {"a1", "a2"} and wide(out)["a2"]["total"] == "2"
 
 
 def test_a_signal_during_recording_takes_effect_after_it(tmp_path, monkeypatch):

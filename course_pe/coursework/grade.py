@@ -51,6 +51,7 @@ import json
 import os
 import re
 import secrets
+import select
 import signal
 import stat
 import sys
@@ -871,6 +872,9 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
     futures: dict[Future, Intake] = {}
     parsing = serialised_parsing().__enter__()  # ast.parse is not thread-safe (CPython 3.11): see _cells
+    finished = threading.Event()
+    if getattr(signal, "SIGHUP", None) in previous:  # (not when the grader was started ignoring hang-ups: nohup)
+        threading.Thread(target=_watch_terminal, args=(finished,), name="grade-terminal", daemon=True).start()
     try:
         try:
             futures = {pool.submit(one, e): e for e in to_grade}
@@ -899,6 +903,7 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
             failed = True  # (re-raised after the finally block)
             raise
     finally:
+        finished.set()
         # From here on a further Ctrl-C (or SIGTERM) cannot skip the exports: it is noted, and acted on after them.
         with _signals_deferred() as caught:
             if interrupted or caught or failed:
@@ -949,6 +954,29 @@ _INTERRUPT_GRACE = 60.0
 _STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
+def _watch_terminal(finished: threading.Event) -> None:
+    """Until ``finished``: when the terminal of this process's standard streams hangs up, send this process SIGHUP.
+
+    The kernel signals a hang-up to the terminal's session leader only. An interactive shell passes it on to its jobs,
+    but ``make`` (the leader in ``ssh -t host 'make grade ...'`` or ``xterm -e make grade ...``) does not: without this
+    watch the grader would go on grading the whole class for nobody. A hung-up terminal reports POLLHUP."""
+    poller = select.poll()
+    watched = 0
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd):
+                poller.register(fd, 0)  # POLLHUP, POLLERR and POLLNVAL are reported whatever is asked for
+                watched += 1
+        except OSError:
+            pass
+    while watched and not finished.is_set():
+        if any(event & (select.POLLHUP | select.POLLERR) for _, event in poller.poll(500)):
+            if not finished.is_set():
+                os.kill(os.getpid(), signal.SIGHUP)
+            return
+        time.sleep(0.5)  # (a hung-up descriptor reports at once: the sleep only paces the loop)
+
+
 class _Unbreakable:
     """A text stream that stops writing, silently, once writing fails: the progress bar on a terminal that was closed
     or piped to a ``tee`` that Ctrl-C killed must not replace the Ctrl-C with a BrokenPipeError (which used to leave
@@ -956,7 +984,7 @@ class _Unbreakable:
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
-        self.broken = False
+        self.broken = stream is None  # Python's stream for a descriptor that was closed at start (2>&-)
 
     def write(self, text: str) -> int:
         if not self.broken:
@@ -990,6 +1018,8 @@ class _Unbreakable:
             return False
 
     def fileno(self) -> int:
+        if self.stream is None:
+            raise OSError("no stream")
         return self.stream.fileno()
 
 
