@@ -133,7 +133,7 @@ def processes_of(uids: range) -> list[int]:
 
 
 @contextmanager
-def batch_with_stallers(tmp_path: Path, *, sigint: str = "default", terminal: int | None = None):
+def batch_with_stallers(tmp_path: Path, *, sigint: str = "default"):
     """Start ``python -m course_pe.coursework.grade`` on a ``relative`` folder of two correct notebooks (a1, a2) and four
     that stall forever, two at a time; yield (the process, its grades folder) once a1 and a2 are recorded and a staller
     runs (the moment a Ctrl-C test interrupts it). The grader's temporary folder is ``tmp_path / "tmp"``. On leaving,
@@ -143,8 +143,7 @@ def batch_with_stallers(tmp_path: Path, *, sigint: str = "default", terminal: in
     ``"ignored"`` as a non-interactive shell starts a background command (``make grade ... &`` in a script), which
     ignores SIGINT. The grader inherits the disposition from this process, and pytest itself ignores SIGINT when it
     was started in the background of a script: without this choice, a Ctrl-C test would depend on how make test was
-    started. ``terminal``: a terminal (a pty's slave) for the grader's standard streams, in a session of its own (so
-    that no hang-up signal reaches it), instead of pipes."""
+    started."""
     if sigint not in ("default", "ignored"):
         raise ValueError(f"sigint must be 'default' or 'ignored', not {sigint!r}")
     disposition = signal.SIG_DFL if sigint == "default" else signal.SIG_IGN
@@ -159,9 +158,8 @@ def batch_with_stallers(tmp_path: Path, *, sigint: str = "default", terminal: in
     (tmp_path / "tmp").mkdir()
     process = subprocess.Popen([sys.executable, "-m", "course_pe.coursework.grade", "--dir", str(folder), "--out",
                                 str(out), "--jobs", "2", "--cell-timeout", "600", "--timeout", "900"],
-                               stdin=terminal, stdout=terminal if terminal is not None else subprocess.PIPE,
-                               stderr=terminal if terminal is not None else subprocess.PIPE, text=True, cwd=ROOT,
-                               start_new_session=terminal is not None, env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                               env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
                                preexec_fn=lambda: signal.signal(signal.SIGINT, disposition))
     try:
         deadline = time.monotonic() + 300
@@ -185,10 +183,85 @@ def batch_with_stallers(tmp_path: Path, *, sigint: str = "default", terminal: in
             process.communicate(timeout=60)
 
 
-def stopped_cleanly(process: subprocess.Popen, tmp_path: Path) -> None:
-    """Assert that the grader ``process`` (of batch_with_stallers, exited) left no sandbox process and no work folder."""
+def stopped_cleanly(process: subprocess.Popen | int, tmp_path: Path) -> None:
+    """Assert that the grader ``process`` (of batch_with_stallers, exited; or its PID) left no sandbox process and no
+    work folder."""
+    pid = process if isinstance(process, int) else process.pid
     deadline = time.monotonic() + 10  # a killed process can take a moment to be gone from /proc
-    while processes_of(grader_sandbox_uids(process.pid)) and time.monotonic() < deadline:
+    while processes_of(grader_sandbox_uids(pid)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert processes_of(grader_sandbox_uids(process.pid)) == []
+    assert processes_of(grader_sandbox_uids(pid)) == []
     assert list((tmp_path / "tmp").glob("course_pe_grading_*")) == []
+
+
+def recorded_students(out: Path) -> set[str]:
+    """The students in the gradebook under ``out`` (empty while it does not exist)."""
+    try:
+        with sqlite3.connect(out / "gradebook.sqlite") as db:
+            return {s for (s,) in db.execute("SELECT DISTINCT student FROM grades")}
+    except sqlite3.Error:
+        return set()
+
+
+@contextmanager
+def grader_on_a_terminal(tmp_path: Path, folder: Path, out: Path, *options: str, foreground: bool = True):
+    """Run the grader on ``folder`` with a terminal (a pty) for its standard streams, under a shell that is the
+    terminal's session leader and, like make, passes no hang-up on (``trap : HUP``). ``foreground``: the grader is the
+    terminal's foreground job (``ssh -t host 'make grade ...'``), else a job of its own in the background
+    (``make grade ... & disown``). Yields (the shell, the grader's PID, hang_up); calling hang_up() closes the
+    terminal's other side, as a closed window or a dropped SSH connection does. The grader's temporary folder is
+    ``tmp_path / "tmp"``; a grader still running at the end is killed."""
+    import fcntl
+    import pty
+    import select
+    import termios
+    import threading
+
+    master, slave = pty.openpty()
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    script = ('trap : HUP; "$@"; exit $?' if foreground else
+              'set -m; trap : HUP; "$@" & job=$!; while kill -0 $job 2>/dev/null; do sleep 0.2; done')
+    shell = subprocess.Popen(["sh", "-c", script, "sh", sys.executable, "-m", "course_pe.coursework.grade", "--dir",
+                              str(folder), "--out", str(out), *options], stdin=slave, stdout=slave, stderr=slave,
+                             cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")), start_new_session=True,
+                             preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))  # the controlling terminal
+    os.close(slave)
+    closing, closed = threading.Event(), threading.Event()
+
+    def terminal() -> None:  # reads what is written to it, as a terminal would, until it is closed
+        try:
+            while not closing.is_set():
+                if select.select([master], [], [], 0.2)[0]:
+                    try:
+                        os.read(master, 4096)
+                    except OSError:
+                        break
+        finally:
+            os.close(master)  # (here, not in another thread: a close during a read would wait for the read)
+            closed.set()
+
+    def hang_up() -> None:
+        closing.set()
+        assert closed.wait(10)
+
+    threading.Thread(target=terminal, daemon=True).start()
+    grader = 0
+    try:
+        deadline = time.monotonic() + 60
+        while not grader and time.monotonic() < deadline:
+            found = []
+            for task in Path(f"/proc/{shell.pid}/task").glob("*"):
+                found += (task / "children").read_text().split()
+            grader = int(found[0]) if found else 0
+            time.sleep(0.05)
+        assert grader, "the grader did not start"
+        yield shell, grader, hang_up
+    finally:
+        closing.set()
+        for pid in (grader, shell.pid):
+            try:
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shell.wait(60)

@@ -24,8 +24,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from _grading import (CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, STOP_SECONDS, STUBS, TOOL, batch_with_stallers, notebook,
-                      sandbox_processes, stopped_cleanly)
+from _grading import (CTRL_C_WAIT, GOOD_SLOPES, GOOD_T5, STOP_SECONDS, STUBS, TOOL, batch_with_stallers, grader_on_a_terminal,
+                      grader_sandbox_uids, notebook, processes_of, recorded_students, sandbox_processes, stopped_cleanly)
 from course_pe.coursework import grade as grade_module
 from course_pe.coursework import sandbox as sandbox_module
 from course_pe.coursework.gradebook import Gradebook
@@ -371,47 +371,54 @@ def test_ctrl_c_with_the_output_piped_to_a_reader_that_ctrl_c_killed(tmp_path):
     stopped_cleanly(process, tmp_path)
 
 
+def _wait_until(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return bool(condition())
+
+
 def test_a_terminal_that_hangs_up_stops_a_batch_that_no_signal_reaches(tmp_path):
     """A closed terminal or a dropped SSH connection signals only the terminal's session leader; when that is make
     (``ssh -t host 'make grade ...'``), which passes no hang-up on, the grader used to grade the whole class for nobody.
-    It watches its terminal: here the grader, in a session of its own, has a pty for its streams, and the pty's
-    other side closes."""
-    import pty
-    import select
-
-    master, slave = pty.openpty()
-    hang_up, closed = threading.Event(), threading.Event()
-
-    def terminal() -> None:  # reads what the grader writes, as a terminal would, until it goes away
-        try:
-            while not hang_up.is_set():
-                if select.select([master], [], [], 0.2)[0]:
-                    try:
-                        os.read(master, 4096)
-                    except OSError:
-                        break
-        finally:
-            os.close(master)  # (here, not in another thread: a close during a read would wait for the read)
-            closed.set()
-
-    threading.Thread(target=terminal, daemon=True).start()
-    try:
-        with batch_with_stallers(tmp_path, terminal=slave) as (process, out):
-            os.close(slave)
-            slave = -1
-            started = time.monotonic()
-            hang_up.set()
-            assert closed.wait(10)
-            returncode = process.wait(timeout=CTRL_C_WAIT)
-            seconds = time.monotonic() - started
-    finally:
-        hang_up.set()
-        if slave >= 0:
-            os.close(slave)
+    It watches its terminal: here a shell that ignores the hang-up is the leader, the grader its foreground job."""
+    folder = tmp_path / "relative"
+    folder.mkdir()
+    for name in ("a1", "a2"):
+        notebook(folder, name, GOOD_T5, GOOD_SLOPES)
+    for k in range(4):
+        notebook(folder, f"z{k}", "import time\ntime.sleep(10**6)\n" + STUBS)
+    out = tmp_path / "grades"
+    with grader_on_a_terminal(tmp_path, folder, out, "--jobs", "2", "--cell-timeout", "600") as (shell, grader, hang_up):
+        assert _wait_until(lambda: recorded_students(out) == {"a1", "a2"}, 300)
+        assert _wait_until(lambda: processes_of(grader_sandbox_uids(grader)), 120), "no staller was running"
+        started = time.monotonic()
+        hang_up()
+        returncode = shell.wait(timeout=CTRL_C_WAIT)
+        seconds = time.monotonic() - started
     assert returncode == 130
     assert seconds < STOP_SECONDS, f"the grader took {seconds:.1f} s to stop"
     assert set(wide(out)) == {"a1", "a2"} and wide(out)["a1"]["total"] == "2"
-    stopped_cleanly(process, tmp_path)
+    stopped_cleanly(grader, tmp_path)
+
+
+def test_a_hang_up_leaves_a_grader_in_the_background_running(tmp_path):
+    """``make grade ... & disown``, then the terminal closes: its user chose to keep the grader running, so the
+    terminal's hang-up must not stop it (the first terminal watch did, after 1 of 6 notebooks)."""
+    folder = tmp_path / "relative"
+    folder.mkdir()
+    for name in ("a1", "a2"):
+        notebook(folder, name, GOOD_T5, GOOD_SLOPES)
+    notebook(folder, "z0", "import time\ntime.sleep(10**6)\n" + STUBS)
+    out = tmp_path / "grades"
+    with grader_on_a_terminal(tmp_path, folder, out, "--jobs", "2", "--cell-timeout", "15",
+                              foreground=False) as (shell, grader, hang_up):
+        assert _wait_until(lambda: processes_of(grader_sandbox_uids(grader)), 300), "no sandbox ran"
+        hang_up()
+        assert _wait_until(lambda: not os.path.exists(f"/proc/{grader}"), 300), "the grader did not finish"
+    assert set(wide(out)) == {"a1", "a2", "z0"}, "the batch was stopped"
+    assert wide(out)["a1"]["total"] == "2" and wide(out)["z0"]["total"] == "0"
+    stopped_cleanly(grader, tmp_path)
 
 
 @pytest.mark.parametrize("closed", ["2>&-", ">&-"])
