@@ -403,8 +403,10 @@ def test_a_terminal_that_hangs_up_stops_a_batch_that_no_signal_reaches(tmp_path)
 
 
 def test_a_hang_up_leaves_a_grader_in_the_background_running(tmp_path):
-    """``make grade ... & disown``, then the terminal closes: its user chose to keep the grader running, so the
-    terminal's hang-up must not stop it (the first terminal watch did, after 1 of 6 notebooks)."""
+    """``make grade ... & disown`` (or Ctrl-Z, ``bg``, ``disown``), then the terminal closes: its user chose to keep the
+    grader running, so the terminal's hang-up must not stop it (the first terminal watch did, after 1 of 6 notebooks;
+    the second one still did when the shell exited right after ``bg``). Here the grader is a job of a job-control
+    shell that is the terminal's leader."""
     folder = tmp_path / "relative"
     folder.mkdir()
     for name in ("a1", "a2"):

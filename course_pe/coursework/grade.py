@@ -955,40 +955,36 @@ _STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "S
 
 
 def _watch_terminal(finished: threading.Event) -> None:
-    """Until ``finished``: when the controlling terminal hangs up while this process is in its foreground process
-    group, send this process SIGHUP.
+    """Until ``finished``: when the controlling terminal hangs up, send this process SIGHUP, provided that it runs in
+    the process group of the terminal's session leader and in the terminal's foreground.
 
-    The kernel signals a hang-up to the terminal's session leader only. An interactive shell passes it on to its
-    foreground job, but ``make`` (the leader in ``ssh -t host 'make grade ...'`` or ``xterm -e make grade ...``) does
-    not: without this watch the grader would go on grading the whole class for nobody. A grader that is not in the
-    foreground when the terminal goes away (``make grade ... & disown``, ``setsid make grade ...``: its user chose to
-    keep it running) is left alone. A hung-up terminal reports POLLHUP."""
-    def foreground(fd: int, unknown: bool = False) -> bool:
-        try:
-            return os.tcgetpgrp(fd) == os.getpgrp()  # fails (ENOTTY) for a terminal that is not this process's
-        except OSError:  # (also once it has hung up: then the last answer stands)
-            return unknown
-
-    fds = []
-    for fd in (0, 1, 2):
-        try:
-            if os.isatty(fd) and foreground(fd):
-                fds.append(fd)
-        except OSError:
-            pass
-    if not fds:
+    The kernel signals a hang-up to the session leader only. A job-control shell (an interactive bash or zsh) runs
+    each command line as a process group of its own and passes the hang-up on to its jobs, except those its user put
+    in the background to outlive the terminal (``& disown``, Ctrl-Z then ``bg`` and ``disown``): for those, nothing
+    must be done here. But ``make`` as the leader (``ssh -t host 'make grade ...'``, ``xterm -e make grade ...``), or a
+    non-interactive shell, runs the grader in its own process group and passes no hang-up on: without this watch the
+    grader would go on grading the whole class for nobody. ``setsid`` leaves the grader without a controlling
+    terminal, and so unwatched. A hung-up terminal reports POLLHUP."""
+    try:
+        if os.getpgrp() != os.getsid(0):  # a job-control shell's job: the shell decides
+            return
+    except OSError:
         return
     poller = select.poll()
-    for fd in fds:
-        poller.register(fd, 0)  # POLLHUP, POLLERR and POLLNVAL are reported whatever is asked for
-    in_front = True
-    while not finished.is_set():
+    watched = 0
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():  # ENOTTY: not this process's terminal
+                poller.register(fd, 0)  # POLLHUP, POLLERR and POLLNVAL are reported whatever is asked for
+                watched += 1
+        except OSError:
+            pass
+    while watched and not finished.is_set():
         if any(event & (select.POLLHUP | select.POLLERR) for _, event in poller.poll(500)):
-            if in_front and not finished.is_set():
+            if not finished.is_set():
                 os.kill(os.getpid(), signal.SIGHUP)
             return
-        in_front = foreground(fds[0], in_front)  # (moved to the background with Ctrl-Z and bg, then disowned)
-        time.sleep(0.5)
+        time.sleep(0.5)  # (a hung-up terminal reports at once: the sleep only paces the loop)
 
 
 class _Unbreakable:
