@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import signal
 import sqlite3
@@ -42,15 +43,7 @@ def scores(report) -> dict[str, tuple[float, str]]:
 
 def sandbox_processes() -> list[int]:
     """PIDs of processes that run as one of this process's sandbox users (none may outlive grading)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid in SANDBOX_UIDS:
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
+    return processes_of(SANDBOX_UIDS)
 
 
 # --------------------------------------------------------------------------- every assignment: right and wrong answers
@@ -177,6 +170,23 @@ def batch_with_stallers(tmp_path: Path, *, sigint: str = "default"):
         if process.poll() is None:
             process.kill()
             process.communicate(timeout=60)
+
+
+def wide(out: Path) -> dict[str, dict[str, str]]:
+    """The rows of ``out``'s grades_wide.csv, by student."""
+    with (out / "grades_wide.csv").open(newline="") as fh:
+        return {row["student"]: row for row in csv.DictReader(fh)}
+
+
+def stopped_at_once(returncode: int, seconds: float, out: Path, process: subprocess.Popen | int, tmp_path: Path,
+                    detail: str = "") -> None:
+    """Assert what every stop of batch_with_stallers (or of a grader stopped the same way) must give: status 130 within
+    STOP_SECONDS, a1 and a2 exported with full marks, and nothing left behind (stopped_cleanly). ``detail``: shown
+    with a wrong status (the grader's stderr)."""
+    assert returncode == 130, detail
+    assert seconds < STOP_SECONDS, f"the grader took {seconds:.1f} s to stop"
+    assert set(wide(out)) == {"a1", "a2"} and wide(out)["a1"]["total"] == "2"
+    stopped_cleanly(process, tmp_path)
 
 
 def stopped_cleanly(process: subprocess.Popen | int, tmp_path: Path) -> None:
