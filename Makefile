@@ -23,7 +23,10 @@
 #   make book-zh  the Chinese edition into _build/html-zh (prose from locale/zh_CN; make locale-update refreshes it)
 #   make mutation mutation testing (mutmut) of the five core modules in a temporary copy; slow (about 20 min on one
 #                 core), not part of `make test` or CI; see tests/MUTATION.md
-#   make clean    remove build outputs (make distclean also removes .venv)
+#   make clean    remove what a build regenerates: _build, gradescope/, test caches (never grades, students' work or
+#                 nbgrader's course; make distclean also removes .venv)
+#   make clean-coursework CONFIRM=yes  delete grades/ (the gradebook), workbook/ (students' answers) and nbgrader/
+#                 (nbgrader's course and gradebook); without CONFIRM=yes it only lists what it would delete
 #   make install  create .venv and install the pins (every target that needs Python does this first)
 #   make help     print this list
 #
@@ -56,7 +59,7 @@ export JUPYTER_PLATFORM_DIRS := 1
 
 .PHONY: book-zh locale-update
 .PHONY: mutation install test test-package test-notebooks test-portable book book-student test-site execute serve lab workbook grade nbgrader clean distclean
-.PHONY: gradescope
+.PHONY: gradescope clean-coursework
 .PHONY: jdk lab-student pdf help
 .PHONY: site
 
@@ -260,10 +263,26 @@ MUTATION_DIR ?=
 mutation: $(STAMP)
 	tools/mutation/run.sh $(abspath $(BIN))/python $(MUTATION_DIR)
 
+# clean removes only what a build makes again (make book, make gradescope, the tests). The gradebook (grades/: every
+# grade and hidden-case seed), the students' answers (workbook/, where make lab-student has them write) and nbgrader's
+# course folder (nbgrader/: its gradebook.db, submissions, feedback) are records, not build outputs: only
+# clean-coursework deletes them, and only when told CONFIRM=yes. submissions/ is never deleted by make.
+COURSEWORK := grades workbook nbgrader
 clean:
-	rm -rf _build .pytest_cache .hypothesis workbook grades
-	rm -rf gradescope
+	rm -rf _build .pytest_cache .hypothesis gradescope
 	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
+	@echo "kept: the gradebook, the students' work and nbgrader's course (make clean-coursework lists and deletes them)"
+
+clean-coursework:
+	@found=""; for d in $(COURSEWORK); do [ -e $$d ] && found="$$found $$d"; done; \
+	if [ -z "$$found" ]; then echo "nothing to delete: none of $(COURSEWORK) exists"; exit 0; fi; \
+	for d in $$found; do case $$d in \
+	    grades) echo "  grades/    the gradebook of make grade: every grade, message and hidden-case seed ($$(find grades -type f | wc -l) files)";; \
+	    workbook) echo "  workbook/  the student notebooks, with whatever answers were written in them ($$(find workbook -name '*.ipynb' | wc -l) notebooks)";; \
+	    nbgrader) echo "  nbgrader/  nbgrader's course: gradebook.db, submitted, autograded and feedback folders ($$(find nbgrader -type f | wc -l) files)";; \
+	esac; done; \
+	if [ "$(CONFIRM)" != yes ]; then echo "nothing was deleted: run make clean-coursework CONFIRM=yes to delete the folders above"; exit 1; fi; \
+	rm -rf $$found; echo "deleted:$$found"
 
 distclean: clean
 	rm -rf $(VENV)
