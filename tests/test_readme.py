@@ -26,7 +26,6 @@ NOT_RUN = {
     "make mutation": "about 20 minutes on one core (tests/MUTATION.md), over what CI can spend on it",
     "make clean": "removes the build that the later CI steps need",
     "make distclean": "removes .venv as well",
-    "make clean-coursework": "deletes the gradebook and students' work; tests/test_make_clean.py runs it in a copy",
     "make locale-update": "rewrites the translation catalogues after an English change; tests/test_zh_coverage.py "
                           "(make test) fails while a translation is missing, fuzzy or stale",
 }
