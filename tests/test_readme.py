@@ -18,6 +18,7 @@ IN_TESTS = {
     "make grade": ("test_grade_folder.py", '"grade"'),  # runs the Makefile's grade recipe with a stub interpreter
     "python -m course_pe.benchmark": ("test_benchmark.py", "main(["),
     "make help": ("test_readme.py", '["make", "help"]'),  # test_make_help_lists_every_target below
+    "make clean-coursework": ("test_make_clean.py", '"clean-coursework", "CONFIRM=yes"'),  # run in a copy
 }
 # Commands that run nowhere, each with its reason.
 NOT_RUN = {
