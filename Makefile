@@ -15,7 +15,7 @@
 #   make lab-student  JupyterLab on workbook/ (made first if missing), without nbgrader's instructor menus
 #   make workbook student notebooks (solutions replaced by stubs) into workbook/
 #   make grade NB=submission.ipynb STUDENT=name [ASSIGNMENT=chapter] [REPLACE=1]   grade a submission into grades/
-#   make grade DIR=submissions/ [ROSTER=roster.csv] [ASSIGNMENT=chapter] [JOBS=n] [REPLACE=1]   a whole folder
+#   make grade DIR=submissions/ [ROSTER=roster.csv] [ASSIGNMENT=chapter] [JOBS=n] [REPLACE=1] [DUE=... LATE=...]   a whole folder
 #                 (as root: each submission in its own namespaces and cgroup; ISOLATION=limited to grade without)
 #   make nbgrader an nbgrader course folder (source notebooks + nbgrader_config.py, sandboxed autograde) into nbgrader/
 #   make gradescope  one Gradescope autograder per assignment: gradescope/<chapter>/autograder.zip (instructor guide)
@@ -174,10 +174,10 @@ book-zh: $(STAMP)
 locale-update: $(STAMP)
 	$(BIN)/python tools/zh_edition.py update
 
-# NB, DIR, ROSTER, ROSTER_COLUMN, STUDENT, ASSIGNMENT, JOBS, GRADES, REPLACE and ISOLATION reach the grader through
+# NB, DIR, ROSTER, ROSTER_COLUMN, STUDENT, ASSIGNMENT, JOBS, GRADES, REPLACE, ISOLATION, DUE, LATE and TIMES reach the grader through
 # the environment, unexpanded (a `$(...)` in a file name stays text): no shell, and no make function, ever sees a file
 # or student name.
-GRADE_VARIABLES := NB DIR ROSTER ROSTER_COLUMN STUDENT ASSIGNMENT JOBS GRADES REPLACE ISOLATION
+GRADE_VARIABLES := NB DIR ROSTER ROSTER_COLUMN STUDENT ASSIGNMENT JOBS GRADES REPLACE ISOLATION DUE LATE TIMES
 $(foreach v,$(GRADE_VARIABLES),$(eval override $(v) := $$(value $(v))))
 grade: export NB := $(NB)
 grade: export DIR := $(DIR)
@@ -189,6 +189,9 @@ grade: export JOBS := $(JOBS)
 grade: export GRADES := $(GRADES)
 grade: export REPLACE := $(REPLACE)
 grade: export ISOLATION := $(ISOLATION)
+grade: export DUE := $(DUE)
+grade: export LATE := $(LATE)
+grade: export TIMES := $(TIMES)
 grade: $(STAMP)
 	@$(BIN)/python -m course_pe.coursework.grade --from-env --out grades
 

@@ -78,7 +78,8 @@ def test_a_roster_decides_whose_file_is_which(messy_folder, tmp_path, capsys):
     printed = capsys.readouterr().out
     table = wide(out)
     assert {s: table[s]["total"] for s in table} == {"ada": "2", "bob": "2", "carol": "1", "eve": "0", "frank": "0",
-                                                    "gina": "0", "ivan": "0"}
+                                                    "gina": "0", "ivan": "0", "hank": ""}  # hank: no file, no grade
+    assert table["ada"]["name"] == "Lovelace Ada" and "no grade recorded" in table["hank"]["needs attention"]
     messages = {(r["student"], r["exercise"]): r["message"] for r in long_rows(out)}
     assert "symbolic link: refused" in messages["eve", "t5_bucket"]
     assert "not a notebook" in messages["ivan", "alibi_slopes"]

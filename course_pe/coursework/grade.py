@@ -39,9 +39,11 @@ The submission is untrusted code; the grader is the only trusted party.
   a batch, a submission whose sandbox never started is recorded only once another submission's checks have run; if
   none ever do, none is recorded (:class:`GraderBroken`).
 
-Exit status 0 when grading completed (whatever the scores), 2 when the arguments are wrong (a missing ``NB`` file
-included: nothing is recorded), 3 when the grader itself cannot run submissions here (nothing is recorded; the
-gradebook keeps what it had), 130 when interrupted.
+Exit status 0 when grading completed (whatever the scores), 4 when it completed but some exercises were **not
+graded** (the grader could not finish them: a sandbox that did not start or was killed, a submission past its whole
+time limit; they are listed under "needs attention", empty in every export, and should be graded again), 2 when the
+arguments are wrong (a missing ``NB`` file included: nothing is recorded), 3 when the grader itself cannot run
+submissions here (nothing is recorded; the gradebook keeps what it had), 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ from ._cells import MAX_ANSWER_CELLS, Selection, select_cells, serialised_parsin
 from .exercises import EXERCISES, GRADING_SETUP, Case, CheckReport, Outcome, chapters, exercises_for_chapter, judge
 from .gradebook import Gradebook
 from .names import derive_name, validate_name
-from .roster import Intake, intake, read_roster
+from .roster import Intake, intake, read_roster_table
 from .sandbox import (
     Containment,
     Sandbox,
@@ -269,6 +271,12 @@ def _open_regular(path: Path, dir_fd: int | None = None) -> bytes:
 
 def _cells_from_bytes(data: bytes) -> list[str]:
     """The sources of the code cells of a notebook given as bytes; ``ValueError`` with the reason."""
+    return _code_cells(data)[0]
+
+
+def _code_cells(data: bytes) -> tuple[list[str], list[int]]:
+    """The sources of the code cells of a notebook given as bytes, and each one's number as JupyterLab shows it (the
+    status bar's "Cell 23/28": every cell counts, from 1); ``ValueError`` with the reason."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -289,19 +297,20 @@ def _cells_from_bytes(data: bytes) -> list[str]:
     cells = nb.get("cells")
     if not isinstance(cells, list):
         raise ValueError("the notebook's cells are not a list")
-    sources = []
+    sources, numbers = [], []
     for i, cell in enumerate(cells):
         if not isinstance(cell, dict):
-            raise ValueError(f"cell {i} is not a JSON object")
+            raise ValueError(f"cell {i + 1} is not a JSON object")
         if cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
         if isinstance(source, list) and all(isinstance(s, str) for s in source):
             source = "".join(source)
         if not isinstance(source, str):
-            raise ValueError(f"the source of cell {i} is not text")
+            raise ValueError(f"the source of cell {i + 1} is not text")
         sources.append(source)
-    return sources
+        numbers.append(i + 1)
+    return sources, numbers
 
 
 def read_submission(path: Path) -> list[str]:
@@ -339,7 +348,8 @@ def _message(report: CheckReport) -> str:
     if report.passed:
         return f"all {report.cases_total} cases correct"
     which = "hidden case" if report.hidden else "case"
-    parts = [f"{which} {report.cases_run} of {report.cases_total}: {report.failed_case}"]
+    parts = [f"{which} {report.cases_run} of {report.cases_total}: {report.failed_case}" if report.cases_run else
+             f"before any case ran: {report.failed_case}"]
     if report.library_called:
         parts.append(f"called {', '.join(report.library_called)} (not available: implement it yourself)")
     for key in ("error", "difference", "expected", "got", "mistake", "hint"):
@@ -466,9 +476,12 @@ def grade_cells(
     limits: SandboxLimits | None = None,
     isolation: str | None = None,
     hide: list[Path] | None = None,
+    cell_numbers: list[int] | None = None,
 ) -> GradeReport:
     """Grade the code cells ``cells`` (their sources, in notebook order) of one submission for ``assignment`` (a
     chapter, or ``"custom"`` with ``exercises``). Never raises for problems in the submission itself.
+    ``cell_numbers``: each code cell's number as JupyterLab shows it (see :func:`_code_cells`), used in the messages
+    ("cell 23"); without it the messages count code cells ("code cell 11", from 0).
 
     This is the grader's one entry point for a single submission (``make grade``, the folder grader and nbgrader's
     sandboxed autograde all go through it): a :class:`GradeReport` with, per exercise, the score, the maximum, the
@@ -482,6 +495,9 @@ def grade_cells(
     if isinstance(cells, (str, bytes)) or not isinstance(cells, list):
         raise TypeError(f"cells must be a list of str, got {type(cells).__name__}")
     check_str_sequence("cells", cells)
+    if cell_numbers is not None and (not isinstance(cell_numbers, list) or len(cell_numbers) != len(cells) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in cell_numbers)):
+        raise ValueError("cell_numbers must be a list of int >= 1, one per cell")
     validate_name(check_str("student", student))
     check_str("notebook", notebook)
     cell_timeout, call_timeout, timeout, seed = _validate_options(cell_timeout, call_timeout, timeout, seed, limits,
@@ -640,6 +656,11 @@ def grade_cells(
     if any("time limit" in why for why in not_graded.values()):
         report.problems.append(f"stopped: the submission ran past the time limit of {timeout:g} s")
     unresolved = selection.unresolved if selection is not None else []
+    first_lines = {i: (cells[i].strip().splitlines() or [""])[0][:50] for i in cell_errors}
+
+    def where(i: int) -> str:
+        return f"cell {cell_numbers[i]}" if cell_numbers is not None else f"code cell {i}"
+
     for exercise in exercises:
         ex = EXERCISES[exercise]
         visible = sum(1 for c in cases[exercise] if not c.hidden)
@@ -648,14 +669,28 @@ def grade_cells(
         if result is None:
             report.exercises.append(ExerciseGrade(exercise, 0.0, 1.0, "not graded", not_graded[exercise], **counts))
         else:
+            message = _explain(_message(result), unresolved)
+            if not result.passed and result.cases_run == 0 and cell_errors:  # not defined: say what stopped it
+                message = f"{message}; why: {_crash_cause(ex.function, cells, cell_errors, first_lines, where)}"
             report.exercises.append(ExerciseGrade(exercise, result.score, 1.0, "passed" if result.passed else "failed",
-                                                  _clean(_explain(_message(result), unresolved), 2000),
+                                                  _clean(message, 2000),
                                                   failed_hidden=result.hidden and not result.passed, **counts))
-    first_lines = {i: (cells[i].strip().splitlines() or [""])[0][:50] for i in cell_errors}
-    report.cell_errors = [f"code cell {i} ({first_lines[i]!r}): {_explain(cell_errors[i], unresolved)}"
+    report.cell_errors = [f"{where(i)} ({first_lines[i]!r}): {_explain(cell_errors[i], unresolved)}"
                           for i in sorted(cell_errors)]
     report.seconds = time.monotonic() - start
     return report
+
+
+def _crash_cause(function: str, cells: list[str], cell_errors: dict[int, str], first_lines: dict[int, str],
+                 where: Any) -> str:
+    """Why ``function`` is not defined although answer cells ran: the error of the cell that should define it (the
+    cell stopped before its ``def``), else the errors of the other answer cells."""
+    defines = re.compile(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(function)}\b", re.M)
+    own = [i for i in sorted(cell_errors) if defines.search(cells[i])]
+    shown = own or sorted(cell_errors)
+    text = "; ".join(f"{where(i)} ({first_lines[i]!r}) raised {cell_errors[i]}" for i in shown[:3])
+    return (f"{text} (the cell stopped there, before `def {function}` ran)" if own else
+            f"`{function}` is defined in no cell that ran to its end; answer cells that raised: {text}")
 
 
 def _unreadable(student: str, notebook: str, assignment: str, exercises: list[str], reason: str,
@@ -720,7 +755,7 @@ def grade_notebook(
     description = _description(isolation or containment().level)
     if reason is None:
         try:
-            cells = _cells_from_bytes(data)  # type: ignore[arg-type]
+            cells, numbers = _code_cells(data)  # type: ignore[arg-type]
         except ValueError as exc:
             reason = str(exc)
     if reason is not None:
@@ -728,7 +763,7 @@ def grade_notebook(
     hide = [path.resolve().parent] + ([out.resolve()] if out is not None else [])
     return grade_cells(cells, assignment, student=student, notebook=str(path), exercises=exercises,
                        cell_timeout=cell_timeout, call_timeout=call_timeout, timeout=timeout, seed=seed,
-                       limits=limits, isolation=isolation, hide=hide)
+                       limits=limits, isolation=isolation, hide=hide, cell_numbers=numbers)
 
 
 # --------------------------------------------------------------------------- a folder
@@ -747,6 +782,7 @@ class FolderResult:
     intake: list[Intake]
     interrupted: bool = False
     seconds: float = 0.0
+    names: dict[str, str] = field(default_factory=dict)  # student (lower case) -> the roster's display name
 
     def __post_init__(self) -> None:
         if not isinstance(self.reports, list) or not all(isinstance(r, GradeReport) for r in self.reports):
@@ -759,7 +795,8 @@ class FolderResult:
 
 def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, roster: Path | None = None,
                  roster_column: str | None = None, jobs: int | None = None, progress: bool = True,
-                 replace: bool = False, **options: Any) -> FolderResult:
+                 replace: bool = False, due: str | None = None, late: str | None = None, times: Path | None = None,
+                 **options: Any) -> FolderResult:
     """Grade every notebook in ``folder`` (not recursive), ``jobs`` at a time, recording each in the gradebook under
     ``out`` as soon as it is graded and writing the exports at the end (also after Ctrl-C).
 
@@ -768,6 +805,11 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
     usual ones. Students who already have grades for the assignment make this a ``ValueError``
     before anything is graded, unless ``replace`` is True. ``options``: those of :func:`grade_cells` (timeouts, seed,
     limits, isolation, exercises). Raises :class:`GradingInterrupted` (after writing the exports) on Ctrl-C.
+
+    The roster is kept in the gradebook as the class list of the exports. ``due`` (ISO 8601) and ``late`` (a late
+    rule, :func:`course_pe.coursework.exports.parse_late_rule`) are the assignment's due date and late rule; each
+    submission's time comes from ``times`` (a CSV file: a student column as in a roster and ``submitted_at``) or else
+    from its file's modification time (see :mod:`course_pe.coursework.term`).
     """
     started = time.monotonic()
     folder = check_path("folder", folder)
@@ -795,7 +837,11 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
             raise ValueError(f"cannot tell which assignment {folder} holds: pass --assignment (ASSIGNMENT=), one of "
                              f"{', '.join(chapters())}")
     ids = exercises or exercises_for_chapter(assignment)
-    entries = intake(folder, read_roster(roster, roster_column) if roster is not None else None)
+    from .term import TermSettings
+
+    term = TermSettings.make(due, late, times, roster_column)
+    table = read_roster_table(roster, roster_column) if roster is not None else None
+    entries = intake(folder, list(table.entries) if table is not None else None)
     to_grade = [e for e in entries if e.status in ("grade", "refused")]
     book = Gradebook(out)
     already = {s.lower() for s in book.graded(assignment)}  # names that differ only in case are one student
@@ -815,7 +861,11 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
     if to_grade:  # before anything is graded or recorded: a broken grader stops here (GraderBroken)
         with serialised_parsing():
             self_check(level, exercises=ids, hide=hide, limits=options.get("limits"))
+    if table is not None:  # the class list of the exports (after the self-check: a broken grader records nothing)
+        book.store_roster(table, roster.name)
+    term.apply(book, assignment)
     dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    by_student = {e.student: e for e in to_grade}
 
     def one(entry: Intake) -> GradeReport | None:
         if stop.is_set():
@@ -826,12 +876,12 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
             return _unreadable(student, entry.file, assignment, ids, entry.detail, description)
         try:
             data = _open_regular(Path(os.fsdecode(entry.raw)), dir_fd=dir_fd)
-            cells = _cells_from_bytes(data)
+            cells, numbers = _code_cells(data)
         except ValueError as exc:
             return _unreadable(student, entry.file, assignment, ids, str(exc), description)
         try:
             report = grade_cells(cells, assignment, student=student, notebook=entry.file,
-                                 exercises=exercises, hide=hide, **options)
+                                 exercises=exercises, hide=hide, cell_numbers=numbers, **options)
         except Exception as exc:  # never let one student stop the batch
             report = GradeReport(student=student, notebook=entry.file, assignment=assignment, isolation=description)
             report.problems.append(f"the grader failed on this submission: {type(exc).__name__}: {_clean(str(exc))}")
@@ -866,6 +916,7 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
         # a Ctrl-C during the recording takes effect after it: a report is recorded and counted, or neither
         with _signals_deferred() as caught:
             book.record(report)
+            term.record_submission(book, report, dir_fd, by_student.get(report.student))
             reports.append(report)
         if caught:
             raise KeyboardInterrupt
@@ -936,7 +987,8 @@ def grade_folder(folder: Path, *, assignment: str | None = None, out: Path, rost
     final = [Intake(e.file, e.student, e.status if e.student in recorded or e.status not in ("grade", "refused")
                     else "not graded (interrupted)" if interrupted else e.status, e.detail, e.raw) for e in entries]
     result = FolderResult(sorted(reports, key=lambda r: r.student.lower()), final, interrupted,
-                          time.monotonic() - started)
+                          time.monotonic() - started,
+                          {e.student.lower(): e.name for e in table.entries if e.name} if table is not None else {})
     if interrupted:
         raise GradingInterrupted(result)
     if broken:
@@ -1054,40 +1106,66 @@ class _signals_deferred:
             signal.signal(sig, handler)
 
 
-def summary_table(result: FolderResult | list[GradeReport]) -> str:
-    """A plain-text table: one line per student, how many passed each exercise, then every file that was not graded
-    (unknown, duplicate, refused ...) and every roster student without a submission."""
+def summary_table(result: FolderResult | list[GradeReport], names: dict[str, str] | None = None) -> str:
+    """A plain-text table: one line per student (with the roster's name beside the login), how many passed each
+    exercise, then every exercise that was not graded, with its reason (its cell is empty in every export, never 0),
+    every file that was not graded (unknown, duplicate, refused ...) and every roster student without a submission.
+    ``names``: student (lower case) -> display name (default: the folder result's)."""
     if not isinstance(result, FolderResult) and (not isinstance(result, list) or not all(
             isinstance(r, GradeReport) for r in result)):
         raise TypeError(f"result must be a FolderResult or a list of GradeReport, got {type(result).__name__}")
     reports = result.reports if isinstance(result, FolderResult) else result
     entries = result.intake if isinstance(result, FolderResult) else []
+    if names is None:
+        names = result.names if isinstance(result, FolderResult) else {}
     lines: list[str] = []
     if reports:
         ids = list(dict.fromkeys(e.exercise for r in reports for e in r.exercises))
         width = max(8, *(len(r.student) for r in reports))
+        shown = {r.student: _clean(names.get(r.student.lower(), ""), 24) for r in reports}
+        name_width = max((len(n) for n in shown.values()), default=0)
+        name_column = f"  {'name':<{name_width}}" if name_width else ""
         short = {e: e[:12] for e in ids}
-        header = f"{'student':<{width}}  {'score':>7}  " + "  ".join(f"{short[e]:>12}" for e in ids) + "  notes"
+        header = f"{'student':<{width}}{name_column}  {'score':>7}  " + "  ".join(f"{short[e]:>12}" for e in ids) \
+            + "  notes"
         lines += [header, "-" * len(header)]
         for r in reports:
             status = {e.exercise: e.status for e in r.exercises}
             notes = "; ".join(r.problems + [f"{len(r.cell_errors)} answer cell(s) raised" if r.cell_errors else ""])
-            lines.append(f"{r.student:<{width}}  {r.score:>3g}/{r.max_score:<3g}  "
+            name = f"  {shown[r.student]:<{name_width}}" if name_width else ""
+            lines.append(f"{r.student:<{width}}{name}  {r.score:>3g}/{r.max_score:<3g}  "
                          + "  ".join(f"{status.get(e, '-'):>12}" for e in ids) + f"  {notes.strip('; ')[:80]}")
         lines.append("-" * len(header))
         passed = {e: sum(1 for r in reports for g in r.exercises if g.exercise == e and g.status == "passed")
                   for e in ids}
-        lines.append(f"{'passed':<{width}}  {'':>7}  " + "  ".join(f"{passed[e]:>9}/{len(reports):<2}" for e in ids))
+        lines.append(f"{'passed':<{width}}{' ' * len(name_column)}  {'':>7}  "
+                     + "  ".join(f"{passed[e]:>9}/{len(reports):<2}" for e in ids))
     else:
         lines.append("no submissions graded")
+    waiting = [(r, g) for r in reports for g in r.exercises if g.status == "not graded"]
+    if waiting:
+        lines.append("")
+        lines.append(f"needs attention: {len(waiting)} exercise(s) of {len({r.student for r, _ in waiting})} "
+                     "student(s) NOT GRADED (the grader could not finish them; their cells are empty in every export, "
+                     "never 0, and attention.csv lists them): grade these files again")
+        for r, g in waiting:
+            who = f"{r.student} ({names[r.student.lower()]})" if names.get(r.student.lower()) else r.student
+            lines.append(f"  {_clean(who, 60)}, {r.notebook}: {g.exercise}: {_clean(g.message, 200)}")
     others = [e for e in entries if e.status not in ("grade", "refused")]
     if others:
         lines.append("")
         lines.append("not graded:")
         for e in others:
             what = e.file or f"(student {e.student})"
-            lines.append(f"  {e.status:>12}  {_clean(what, 80)}: {_clean(e.detail, 160)}")
+            name = names.get(e.student.lower(), "") if e.student else ""
+            lines.append(f"  {e.status:>12}  {_clean(what, 80)}: {_clean(e.detail, 160)}"
+                         + (f" [{_clean(name, 60)}]" if name else ""))
     return "\n".join(lines)
+
+
+def not_graded(reports: list[GradeReport]) -> int:
+    """How many exercises of ``reports`` were not graded (the grader could not finish them)."""
+    return sum(1 for r in reports for g in r.exercises if g.status == "not graded")
 
 
 # --------------------------------------------------------------------------- command line
@@ -1108,7 +1186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--roster-column", help="the roster's student column, when it is none of the usual ones")
     parser.add_argument("--from-env", action="store_true",
                         help="read NB, DIR, ROSTER, ROSTER_COLUMN, STUDENT, ASSIGNMENT, JOBS, GRADES (the --out folder), "
-                             "REPLACE and ISOLATION from the environment (used by make)")
+                             "REPLACE, ISOLATION, DUE, LATE and TIMES from the environment (used by make)")
     parser.add_argument("--student", help="name used in the gradebook (one notebook; default: the file name)")
     parser.add_argument("--assignment", help=f"chapter: {', '.join(chapters())} (default: from the folder's name)")
     parser.add_argument("--exercises", help="comma-separated exercise ids instead of an assignment's")
@@ -1121,10 +1199,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--call-timeout", type=float, default=60, help="seconds per exercise (its calls only)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds for a whole submission (wall clock)")
     parser.add_argument("--seed", type=int, help="seed of the hidden cases (default: a fresh secret per submission)")
+    parser.add_argument("--due", help="the assignment's due date, ISO 8601 (2026-12-05T23:59, local time without an "
+                                      "offset); kept in the gradebook")
+    parser.add_argument("--late", help="late rule: none (record lateness only, the default), zero, or 10%%/day "
+                                       "(a share of the maximum per started day or hour)")
+    parser.add_argument("--times", type=Path, help="CSV file of submission times (a student column and "
+                                                   "submitted_at); default: each file's modification time")
     args = parser.parse_args(argv)
     if args.from_env:
         env = {k: os.environ.get(k, "").strip() for k in ("NB", "DIR", "ROSTER", "ROSTER_COLUMN", "STUDENT",
-                                                           "ASSIGNMENT", "JOBS", "GRADES", "REPLACE", "ISOLATION")}
+                                                           "ASSIGNMENT", "JOBS", "GRADES", "REPLACE", "ISOLATION",
+                                                           "DUE", "LATE", "TIMES")}
         if env["GRADES"]:
             args.out = Path(env["GRADES"])
         args.notebook = Path(env["NB"]) if env["NB"] else None
@@ -1134,6 +1219,9 @@ def main(argv: list[str] | None = None) -> int:
         args.student = env["STUDENT"] or None
         args.assignment = env["ASSIGNMENT"] or None
         args.replace = _truthy(env["REPLACE"])
+        args.due = env["DUE"] or None
+        args.late = env["LATE"] or None
+        args.times = Path(env["TIMES"]) if env["TIMES"] else None
         if env["ISOLATION"]:
             if env["ISOLATION"] not in ("full", "limited"):
                 print(f"error: ISOLATION must be full or limited, not {env['ISOLATION']!r}", file=sys.stderr)
@@ -1191,7 +1279,7 @@ def _run(args: argparse.Namespace, options: dict[str, Any], exercises: list[str]
             try:
                 result = grade_folder(args.dir, assignment=args.assignment, out=args.out, roster=args.roster,
                                       roster_column=args.roster_column, jobs=args.jobs, replace=args.replace,
-                                      **options)
+                                      due=args.due, late=args.late, times=args.times, **options)
             except GraderBroken as broken:
                 print(f"error: {broken}\n{_BROKEN_HELP}", file=sys.stderr)
                 return 3
@@ -1204,8 +1292,20 @@ def _run(args: argparse.Namespace, options: dict[str, Any], exercises: list[str]
                 return 130
             print(summary_table(result))
             description = _description(options["isolation"] or where.level)
+            graded_as = {r.assignment for r in result.reports}
+            for name in sorted(graded_as):
+                statistics = args.out / name / "statistics.txt"
+                if statistics.exists():
+                    print("\n" + statistics.read_text(encoding="utf-8").rstrip())
             print(f"graded {len(result.reports)} notebooks in {result.seconds:.0f} s (isolation {description}); wrote "
-                  f"{args.out / 'gradebook.sqlite'}, {args.out / 'grades_wide.csv'}, {args.out / 'grades_long.csv'}")
+                  f"{args.out / 'gradebook.sqlite'}, {args.out / 'grades_wide.csv'}, {args.out / 'grades_long.csv'}, "
+                  f"the LMS files {args.out / 'canvas.csv'} and {args.out / 'moodle.csv'} (and per assignment in "
+                  f"{args.out / '<assignment>'}/), {args.out / 'attention.csv'}, and each student's feedback in "
+                  f"{args.out / '<assignment>' / 'feedback'}/")
+            if not_graded(result.reports):
+                print(f"exit status 4: {not_graded(result.reports)} exercise(s) were not graded (see 'needs attention' "
+                      "above): grade those notebooks again before importing their grades", file=sys.stderr)
+                return 4
             return 0
         if args.roster is not None:
             raise ValueError("--roster (ROSTER=) is for a folder (DIR=); with one notebook pass STUDENT=")
@@ -1215,6 +1315,9 @@ def _run(args: argparse.Namespace, options: dict[str, Any], exercises: list[str]
         if not os.path.lexists(args.notebook):
             raise ValueError(f"the notebook {str(args.notebook)!r} does not exist; nothing was graded or recorded")
         book = Gradebook(args.out)
+        from .term import TermSettings
+
+        term = TermSettings.make(args.due, args.late, args.times, args.roster_column)
         assignment = args.assignment or ("custom" if exercises else assignment_from_path(args.notebook))
         if assignment and not args.replace:
             same = book.same_student(assignment, args.student)
@@ -1231,19 +1334,28 @@ def _run(args: argparse.Namespace, options: dict[str, Any], exercises: list[str]
             if _infrastructure_failure(report):
                 raise GraderBroken(f"the sandbox failed for {args.notebook} before any of its code ran "
                                    f"({_clean(report.problems[0], 400)}); nothing was recorded")
+            term.apply(book, report.assignment)
         except GraderBroken as broken:
             print(f"error: {broken}\n{_BROKEN_HELP}", file=sys.stderr)
             return 3
         with _signals_deferred() as caught:  # recorded and exported whole, or not at all
             json_file = book.record(report)
+            term.record_path(book, report.student, report.assignment, args.notebook)
             book.export()
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(report.text())
-    print(f"wrote {json_file}, {args.out / 'gradebook.sqlite'}, {args.out / 'grades_wide.csv'} and "
-          f"{args.out / 'grades_long.csv'}")
-    return 130 if caught else 0
+    print(f"wrote {json_file}, {args.out / 'gradebook.sqlite'}, {args.out / 'grades_wide.csv'}, "
+          f"{args.out / 'grades_long.csv'}, the LMS files and "
+          f"{args.out / report.assignment / 'feedback' / (report.student + '.txt')}")
+    if caught:
+        return 130
+    if not_graded([report]):
+        print(f"exit status 4: {not_graded([report])} exercise(s) were not graded (the grader could not finish them): "
+              "grade this notebook again (REPLACE=1)", file=sys.stderr)
+        return 4
+    return 0
 
 
 if __name__ == "__main__":

@@ -13,9 +13,14 @@ database that others may only read is made private (0700, 0600). A folder above 
   student (``BOB`` and ``bob``, as in the roster): recording ``BOB`` replaces ``bob``'s rows, and the grader refuses
   to replace existing rows unless asked to (``--replace``, ``REPLACE=1``). SQLite's locking with a generous busy timeout makes
   concurrent graders (several ``make grade`` at once) safe.
-* ``grades_wide.csv``: one row per student, one column per exercise (score), then total and max: for an LMS import.
-* ``grades_long.csv``: one row per student and exercise with status and message.
+* tables ``roster`` and ``meta``: the class list of the last roster graded with (every column of the file, kept for
+  the LMS exports); ``assignments``: an assignment's due date and late rule; ``submissions``: when each student's
+  graded notebook was submitted.
 * ``<assignment>/<student>.json``: the full report of the student's latest grading.
+* the exports (:mod:`course_pe.coursework.exports`): ``grades_wide.csv``, ``grades_long.csv``, ``canvas.csv``,
+  ``moodle.csv`` and ``attention.csv`` for every assignment, ``<assignment>/canvas.csv``, ``<assignment>/moodle.csv``,
+  ``<assignment>/statistics.txt`` and ``<assignment>/feedback/<student>.txt`` for each. An exercise that was not
+  graded is an empty cell with its reason in every one of them, never a 0.
 
 An export holds the database's write lock from reading the rows to renaming the files into place, so two graders
 exporting at once cannot write an export that misses a grade recorded in between; files are written to a
@@ -24,7 +29,6 @@ temporary name and renamed, so a reader never sees a half-written file.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import sqlite3
@@ -34,6 +38,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .._validation import check_str
+from .exports import csv_text as _csv_text  # noqa: F401 (the exports' CSV writer; tests use it from here)
 from .names import validate_name
 
 __all__ = ["Gradebook"]
@@ -53,6 +59,15 @@ CREATE TABLE IF NOT EXISTS grades (
     PRIMARY KEY (student, assignment, exercise)
 )
 """
+# The class list, the assignments' due dates and the submissions' times (for the exports; see exports.py).
+_TERM_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS roster (position INTEGER PRIMARY KEY, student TEXT NOT NULL, name TEXT NOT NULL, "
+    "cells TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS assignments (assignment TEXT PRIMARY KEY, due TEXT, late_rule TEXT)",
+    "CREATE TABLE IF NOT EXISTS submissions (student TEXT NOT NULL, assignment TEXT NOT NULL, submitted_at TEXT NOT "
+    "NULL, source TEXT NOT NULL, PRIMARY KEY (student, assignment))",
+)
 
 
 class Gradebook:
@@ -65,6 +80,7 @@ class Gradebook:
             raise ValueError("folder must not be empty")
         self.folder = Path(folder)
         self.database = self.folder / "gradebook.sqlite"
+        self._term_state: tuple[Any, Any, Any] = ({}, None, {})  # what export() read with the rows
 
     def check(self, create: bool = True) -> None:
         """Make sure that the gradebook folder and its database belong to the grader's user and that nobody else can
@@ -115,6 +131,8 @@ class Gradebook:
         connection = sqlite3.connect(self.database, timeout=300, isolation_level=None)
         connection.execute("PRAGMA busy_timeout = 300000")
         connection.execute(_SCHEMA)
+        for statement in _TERM_SCHEMA:
+            connection.execute(statement)
         return connection
 
     def _rows(self, connection: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -205,60 +223,147 @@ class Gradebook:
         try:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                return self._export(self._rows(connection))
+                rows = self._rows(connection)
+                self._term_state = (self._assignments(rows, connection), self._roster(connection),
+                                    self._submissions(connection))  # read under the same lock as the rows
+                return self._export(rows)
             finally:
                 connection.execute("COMMIT")
         finally:
             connection.close()
 
     def _export(self, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
-        exercises = list(dict.fromkeys(r["exercise"] for r in sorted(rows, key=lambda r: _exercise_rank(r["exercise"]))))
-        students = list(dict.fromkeys(r["student"] for r in rows))
-        wide = self.folder / "grades_wide.csv"
-        long = self.folder / "grades_long.csv"
-        table: dict[str, dict[str, float]] = {s: {} for s in students}
-        maxima: dict[str, float] = {s: 0.0 for s in students}
-        for r in rows:
-            table[r["student"]][r["exercise"]] = r["score"]
-            maxima[r["student"]] += r["max_score"]
-        lines = [["student", *exercises, "total", "max"]]
-        for s in students:
-            scores = table[s]
-            lines.append([s, *[_number(scores[e]) if e in scores else "" for e in exercises],
-                          _number(sum(scores.values())), _number(maxima[s])])
-        _atomic_write(wide, _csv_text(lines))
-        keys = ["student", "assignment", "exercise", "score", "max_score", "status", "message", "notebook",
-                "graded_at", "seed"]
-        _atomic_write(long, _csv_text([keys] + [[_number(r[k]) if k in ("score", "max_score") else r[k] for k in keys]
-                                               for r in rows]))
-        return wide, long
+        from .exports import write_exports
+
+        assignments, roster, submissions = self._term_state
+        written = write_exports(self.folder, rows, assignments, roster, submissions, _exercise_order(),
+                                _assignment_key, _atomic_write)
+        return written["wide"], written["long"]
+
+    # ------------------------------------------------------------------ the term: roster, due dates, submissions
+
+    def store_roster(self, table: Any, source: str = "") -> None:
+        """Keep ``table`` (a :class:`course_pe.coursework.roster.RosterTable`) as the class list of the exports,
+        replacing the one kept before; ``source``: where it came from (its file name), for the record."""
+        if not all(hasattr(table, a) for a in ("header", "rows", "entries", "id_column")):
+            raise TypeError(f"table must be a RosterTable, got {type(table).__name__}")
+        connection = self._connect()
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("DELETE FROM roster")
+            connection.executemany("INSERT INTO roster VALUES (?, ?, ?, ?)", [
+                (i, e.student, e.name, json.dumps(list(row), ensure_ascii=False))
+                for i, (e, row) in enumerate(zip(table.entries, table.rows))])
+            for key, value in (("roster_header", json.dumps(list(table.header), ensure_ascii=False)),
+                               ("roster_id_column", str(table.id_column)), ("roster_source", source)):
+                connection.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        finally:
+            connection.close()
+
+    def roster(self) -> Any:
+        """The class list kept by :meth:`store_roster` (a :class:`course_pe.coursework.exports.StoredRoster`), or
+        None."""
+        self.check(create=False)
+        if not self.database.exists():
+            return None
+        connection = self._connect()
+        try:
+            return self._roster(connection)
+        finally:
+            connection.close()
+
+    def _roster(self, connection: sqlite3.Connection) -> Any:
+        from .exports import StoredRoster
+
+        meta = dict(connection.execute("SELECT key, value FROM meta"))
+        entries = connection.execute("SELECT student, name, cells FROM roster ORDER BY position").fetchall()
+        if "roster_header" not in meta or not entries:
+            return None
+        return StoredRoster(tuple(json.loads(meta["roster_header"])), tuple(tuple(json.loads(c)) for _, _, c in entries),
+                            tuple(s for s, _, _ in entries), tuple(n for _, n, _ in entries),
+                            int(meta["roster_id_column"]), meta.get("roster_source", ""))
+
+    def set_assignment(self, assignment: str, *, due: str | None, late_rule: str | None) -> None:
+        """Set ``assignment``'s due date (UTC ISO 8601, see :func:`course_pe.coursework.exports.parse_due`) and late
+        rule (:func:`~course_pe.coursework.exports.parse_late_rule`); None keeps what was set before."""
+        check_str("assignment", assignment)
+        connection = self._connect()
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            old = connection.execute("SELECT due, late_rule FROM assignments WHERE assignment = ?",
+                                     (assignment,)).fetchone() or (None, None)
+            connection.execute("INSERT OR REPLACE INTO assignments VALUES (?, ?, ?)",
+                               (assignment, due if due is not None else old[0],
+                                late_rule if late_rule is not None else old[1]))
+            connection.execute("COMMIT")
+        finally:
+            connection.close()
+
+    def record_submission(self, student: str, assignment: str, submitted_at: str, source: str) -> None:
+        """Record when ``student``'s graded notebook for ``assignment`` was submitted (UTC ISO 8601) and how that is
+        known (``source``: "file time", "TIMES")."""
+        validate_name(student)
+        connection = self._connect()
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("DELETE FROM submissions WHERE student = ? COLLATE NOCASE AND assignment = ?",
+                               (student, assignment))
+            connection.execute("INSERT INTO submissions VALUES (?, ?, ?, ?)", (student, assignment, submitted_at, source))
+            connection.execute("COMMIT")
+        finally:
+            connection.close()
+
+    def _submissions(self, connection: sqlite3.Connection) -> dict[tuple[str, str], str]:
+        return {(s.lower(), a): t for s, a, t in connection.execute(
+            "SELECT student, assignment, submitted_at FROM submissions")}
+
+    def _assignments(self, rows: list[dict[str, Any]], connection: sqlite3.Connection) -> dict[str, Any]:
+        from .exports import AssignmentInfo
+
+        settings = {a: (d, r) for a, d, r in connection.execute("SELECT assignment, due, late_rule FROM assignments")}
+        found: dict[str, Any] = {}
+        for assignment in dict.fromkeys(r["assignment"] for r in rows):
+            kind, exercises = _assignment_exercises(assignment, [r for r in rows if r["assignment"] == assignment])
+            due, rule = settings.get(assignment, (None, None))
+            found[assignment] = AssignmentInfo(assignment, kind, exercises, due, rule)
+        return found
 
 
-def _exercise_rank(exercise: str) -> int:
+def _assignment_exercises(assignment: str, rows: list[dict[str, Any]]) -> tuple[str, tuple[tuple[str, float], ...]]:
+    """The kind of ``assignment`` and its exercises with their points, which fix its maximum: a chapter's registered
+    coding exercises, a chapter's rubrics (``<chapter>-written``), or the exercises its rows name."""
+    from .exercises import chapters, exercises_for_chapter
+
+    points = {r["exercise"]: float(r["max_score"]) for r in rows}
+    if assignment in chapters():
+        return "coding", tuple((e, points.get(e, 1.0)) for e in exercises_for_chapter(assignment))
+    if assignment.endswith("-written"):
+        from .rubrics import rubrics_for_chapter
+
+        rubrics = rubrics_for_chapter(assignment[: -len("-written")])
+        if rubrics:
+            return "written", tuple((r.label, r.points) for r in rubrics)
+    return "custom", tuple(points.items())
+
+
+def _exercise_order() -> list[str]:
     from .exercises import EXERCISES
 
-    return list(EXERCISES).index(exercise) if exercise in EXERCISES else len(EXERCISES)
+    return list(EXERCISES)
 
 
-def _number(x: float) -> str:
-    return f"{x:g}"
+def _assignment_key(assignment: str) -> tuple:
+    """Assignments in the book's order (its chapters with exercises), coding before written, then others by name."""
+    from .rubrics import CHAPTERS
 
-
-def _csv_text(lines: list[list[Any]]) -> str:
-    """``lines`` as CSV text, one ``\n``-terminated line per row. A field holding a line break (``\n`` or ``\r``) is
-    quoted (the csv module quotes only the characters of its line terminator, so each row is written with ``\r\n``,
-    which is then replaced by ``\n``)."""
-    import io
-
-    out = []
-    for line in lines:
-        buf = io.StringIO()
-        # a cell starting with =, +, - or @ is a formula in spreadsheets, and so may be one starting with a tab or a
-        # carriage return (OWASP, "CSV injection"): quote it as text
-        csv.writer(buf, lineterminator="\r\n").writerow(
-            [f"'{c}" if isinstance(c, str) and c[:1] and c[:1] in "=+-@\t\r" else c for c in line])
-        out.append(buf.getvalue()[:-2] + "\n")
-    return "".join(out)
+    chapter = assignment[: -len("-written")] if assignment.endswith("-written") else assignment
+    return (CHAPTERS.index(chapter) if chapter in CHAPTERS else len(CHAPTERS), assignment.endswith("-written"),
+            assignment)
 
 
 def _check_above(folder: Path) -> None:

@@ -39,11 +39,13 @@ from pathlib import Path
 from .._validation import check_optional_str, check_path, check_str
 from .names import derive_name, validate_name
 
-__all__ = ["Intake", "RosterEntry", "intake", "read_roster"]
+__all__ = ["Intake", "RosterEntry", "RosterTable", "intake", "read_roster", "read_roster_table"]
 
 ID_COLUMNS = ("student_id", "sis_login_id", "login_id", "username", "email", "email_address", "student")
 FILE_COLUMNS = ("file", "filename", "submission")
-NAME_COLUMNS = ("name", "full_name", "student_name")
+NAME_COLUMNS = ("name", "full_name", "student_name", "student")  # Canvas: "Student" (when another column is the id)
+FIRST_NAMES = ("first_name", "firstname", "given_name")
+LAST_NAMES = ("last_name", "lastname", "surname", "family_name")
 MAX_ROSTER_BYTES = 10 * 2**20
 INTAKE_STATUSES = ("grade", "refused", "unknown", "duplicate", "not UTF-8", "invalid name", "ignored", "missing")
 
@@ -105,6 +107,43 @@ def read_roster(path: Path, id_column: str | None = None) -> list[RosterEntry]:
     """The students of the roster CSV ``path`` (see the module docstring); ``ValueError`` with the rows at fault."""
     path = check_path("path", path)
     id_column = check_optional_str("id_column", id_column)
+    return _entries(_roster_rows(path), id_column)
+
+
+@dataclass(frozen=True)
+class RosterTable:
+    """A roster as its file has it, for the exports: ``header`` (the column names as written), ``rows`` (one list of
+    cells per student, in the file's order, padded to the header's length), ``id_column`` (the index of the student
+    column) and ``entries`` (:class:`RosterEntry`, one per row, the same order)."""
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    id_column: int
+    entries: tuple[RosterEntry, ...]
+
+
+def read_roster_table(path: Path, id_column: str | None = None) -> RosterTable:
+    """The roster CSV ``path`` with every column kept (see :class:`RosterTable`); the same checks and errors as
+    :func:`read_roster`. Rows without a student (Canvas's "Points Possible") are left out."""
+    path = check_path("path", path)
+    id_column = check_optional_str("id_column", id_column)
+    raw = _roster_rows(path)
+    entries = _entries(raw, id_column)
+    header = [_header_key(h) for h in raw[0]]
+    wanted = [_header_key(id_column)] if id_column else list(ID_COLUMNS)
+    at = next(header.index(c) for c in wanted if c in header)
+    width = len(raw[0])
+    by_student = {}
+    for row in raw[1:]:
+        cell = row[at].strip() if at < len(row) else ""
+        if cell and cell.lower() != "points possible":
+            by_student[cell] = tuple(c.strip() for c in (row + [""] * width)[:width])
+    return RosterTable(tuple(h.strip() for h in raw[0]), tuple(by_student[e.student] for e in entries), at,
+                       tuple(entries))
+
+
+def _roster_rows(path: Path) -> list[list[str]]:
+    """The rows of the roster CSV ``path`` (header first); ``ValueError`` when it cannot be read."""
     try:
         info = os.lstat(path)
     except OSError as exc:
@@ -127,6 +166,10 @@ def read_roster(path: Path, id_column: str | None = None) -> list[RosterEntry]:
     rows = list(csv.reader(io.StringIO(text), dialect))
     if not rows:
         raise ValueError("the roster is empty")
+    return rows
+
+
+def _entries(rows: list[list[str]], id_column: str | None) -> list[RosterEntry]:
     header = [_header_key(h) for h in rows[0]]
     wanted = [_header_key(id_column)] if id_column else list(ID_COLUMNS)
     id_at = next((header.index(c) for c in wanted if c in header), None)
@@ -135,6 +178,7 @@ def read_roster(path: Path, id_column: str | None = None) -> list[RosterEntry]:
                          f"{', '.join(wanted)}" + (" (id_column)" if id_column else ""))
     file_at = next((header.index(c) for c in FILE_COLUMNS if c in header), None)
     name_at = next((header.index(c) for c in NAME_COLUMNS if c in header and header.index(c) != id_at), None)
+    first_at, last_at = (next((header.index(c) for c in names if c in header), None) for names in (FIRST_NAMES, LAST_NAMES))
     entries: list[RosterEntry] = []
     problems: list[str] = []
     for number, row in enumerate(rows[1:], start=2):
@@ -151,6 +195,8 @@ def read_roster(path: Path, id_column: str | None = None) -> list[RosterEntry]:
             problems.append(f"row {number}: the file {file!r} is not a plain file name")
             continue
         name = row[name_at].strip() if name_at is not None and name_at < len(row) else ""
+        if not name and first_at is not None and last_at is not None:  # Moodle: "First name", "Last name"
+            name = " ".join(row[i].strip() for i in (first_at, last_at) if i < len(row) and row[i].strip())
         entries.append(RosterEntry(cell, file, name))
     seen: dict[str, int] = {}
     files: dict[str, str] = {}
