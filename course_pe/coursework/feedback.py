@@ -44,7 +44,8 @@ def feedback_text(result: Result, info: AssignmentInfo, report: dict[str, Any] |
     for exercise, status, score, maximum in result.verdicts:
         detail = details.get(exercise, {})
         label = detail.get("function") or exercise
-        lines.append(f"{label}: {status}, {score:g} / {maximum:g}")
+        lines.append(f"{label}: not graded (worth {maximum:g})" if status == "not graded" else
+                     f"{label}: {status}, {score:g} / {maximum:g}")
         message = str(detail.get("message") or "")
         if status == "not graded":
             lines.append(f"  {_NOT_GRADED}")
