@@ -607,6 +607,15 @@ def grade_cells(
             if restart:
                 restarts += 1
                 continue
+            harnessed = [EXERCISES[e].harness for e in remaining if EXERCISES[e].harness]
+            try:  # after the answer cells: an exercise whose function takes objects is called through its harness
+                harness_error = next((error for error in (box.run_cell(h, limits.startup_seconds) for h in harnessed)
+                                      if error is not None), None)
+            except (SandboxDied, SandboxTimeout) as exc:
+                harness_error = _clean(str(exc))
+            if harness_error is not None:
+                report.problems.append(f"the grader's harness could not run: {harness_error}")
+                break
             for exercise in list(remaining):
                 ex = EXERCISES[exercise]
                 outcomes: list[Outcome | None] = []
@@ -671,7 +680,9 @@ def grade_cells(
         else:
             message = _explain(_message(result), unresolved)
             if not result.passed and result.cases_run == 0 and cell_errors:  # not defined: say what stopped it
-                message = f"{message}; why: {_crash_cause(ex.function, cells, cell_errors, first_lines, where)}"
+                why = f"why: {_crash_cause(ex.function, cells, cell_errors, first_lines, where)}"
+                message = message.replace("; hint: ", f"; {why}; hint: ", 1) if "; hint: " in message else \
+                    f"{message}; {why}"
             report.exercises.append(ExerciseGrade(exercise, result.score, 1.0, "passed" if result.passed else "failed",
                                                   _clean(message, 2000),
                                                   failed_hidden=result.hidden and not result.passed, **counts))
