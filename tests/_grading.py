@@ -78,6 +78,7 @@ TYPICAL_MISTAKES = {
     "alibi_slopes": ("closest = 2 ** math.floor(math.log2(num_heads))", "closest = num_heads"),
     "half_to_interleaved": ("torch.stack([x[..., :half], x[..., half:]], dim=-1).flatten(-2)",
                             "torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)"),
+    "t5_position_bias": ('return attn.t5(s, layer["k"].shape[2])', 'return attn.t5(s, layer["k"].shape[2], query_offset=0)'),
     "extrapolation_gap": ("loss_by_position[train_length:].nanmean() - loss_by_position[:train_length].nanmean()",
                           "loss_by_position[train_length - 1:].nanmean() - loss_by_position[:train_length - 1].nanmean()"),
 }

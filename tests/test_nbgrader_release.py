@@ -32,7 +32,10 @@ CHAPTERS = {path.stem: path for path in toc_notebooks()}
 
 
 def nbgrader_meta(cell) -> dict:
-    return cell.metadata["nbgrader"]
+    """A cell's nbgrader metadata; for the student's answer cell of a written exercise (not an nbgrader cell), the
+    metadata of a cell nbgrader ignores."""
+    return cell.metadata.get("nbgrader") or {"grade": False, "solution": False, "locked": False, "task": False,
+                                             "grade_id": ""}
 
 
 def book_solutions(chapter: str) -> dict[str, str]:
@@ -82,8 +85,10 @@ def test_every_registered_exercise_is_released_once_in_its_chapter(sources):
                 assert exercise_id not in placed, f"{exercise_id} released twice"
                 placed[exercise_id] = stem
     assert placed == {ex.id: ex.chapter for ex in EXERCISES.values()}
-    # only chapters with coding exercises become assignments
-    assert set(sources) == {ex.chapter for ex in EXERCISES.values()}
+    # every chapter with exercises becomes an assignment, also those with written exercises only
+    assert set(sources) == {stem for stem, path in CHAPTERS.items()
+                            if release.chapter_exercises(nbformat.read(path, as_version=4))}
+    assert {"why_order", "rope_proof", "generation", "todays_models"} <= set(sources)
 
 
 def test_every_registered_exercise_has_visible_examples():
@@ -108,12 +113,15 @@ def test_unknown_exercise_is_refused():
 def test_cells_carry_valid_nbgrader_metadata(sources):
     for stem, nb in sources.items():
         nbformat.validate(nb)
-        ids = [nbgrader_meta(c)["grade_id"] for c in nb.cells]
+        ids = [nbgrader_meta(c)["grade_id"] for c in nb.cells if "nbgrader" in c.metadata]
         assert len(ids) == len(set(ids)), f"{stem}: duplicate grade ids"
         assert all(re.fullmatch(r"[A-Za-z0-9_-]+", i) for i in ids)
         for cell in nb.cells:
+            if "nbgrader" not in cell.metadata:  # a written exercise's answer cell: the student's own
+                assert cell.cell_type == "markdown" and cell.source == release.WRITTEN_ANSWER
+                continue
             meta = nbgrader_meta(cell)
-            assert meta["schema_version"] == 3 and meta["task"] is False
+            assert meta["schema_version"] == 3 and meta["task"] is (meta["grade_id"].endswith("-task"))
             if meta["grade"]:
                 assert meta["points"] > 0
             if meta["solution"]:
@@ -127,16 +135,36 @@ def test_cells_carry_valid_nbgrader_metadata(sources):
                 assert release.VISIBLE_TESTS[exercise_id].strip() in cell.source[end:]
 
 
-def test_written_exercises_become_manually_graded_answers_with_the_books_solution(sources):
+def test_written_exercises_become_manually_graded_tasks_with_their_rubric(sources):
+    """Each written exercise: a locked task cell worth its rubric's points, whose mark scheme (the rubric and the
+    book's worked solution) nbgrader shows to graders and in the feedback, then the student's answer cell."""
+    from course_pe.coursework.rubrics import RUBRICS, rubrics_for_chapter
+
     nb = sources["relative"]
-    written = [c for c in nb.cells if c.cell_type == "markdown" and nbgrader_meta(c)["solution"]]
-    assert [nbgrader_meta(c)["grade_id"] for c in written] == ["ex-relative-shaw-count-answer"]
-    meta = nbgrader_meta(written[0])
-    assert meta["grade"] and meta["points"] == 1
-    assert written[0].source.startswith("### BEGIN SOLUTION") and "$2K + 1$ rows" in written[0].source
-    assert written[0].source.rstrip().endswith("### END SOLUTION")
+    tasks = [c for c in nb.cells if nbgrader_meta(c).get("task")]
+    assert [nbgrader_meta(c)["grade_id"] for c in tasks] == ["ex-relative-shaw-count-task"]
+    meta = nbgrader_meta(tasks[0])
+    assert meta["locked"] and not meta["grade"] and not meta["solution"]
+    assert meta["points"] == RUBRICS["ex-relative-shaw-count"].points == 4
+    begin, end = release.MARK_SCHEME
+    assert tasks[0].source.index("How many relative offsets") < tasks[0].source.index(begin)
+    scheme = tasks[0].source[tasks[0].source.index(begin):]
+    assert scheme.rstrip().endswith(end) and "**Marking (4 points, written)**" in scheme
+    assert "$2K + 1$ rows" in scheme  # the book's worked solution, for the grader
+    answer = nb.cells[nb.cells.index(tasks[0]) + 1]
+    assert answer.id == "ex-relative-shaw-count-answer" and answer.source == release.WRITTEN_ANSWER
+    # every chapter: one task per rubric, in the book's order, worth the rubric's points
+    for stem, source in sources.items():
+        found = [(nbgrader_meta(c)["grade_id"], nbgrader_meta(c)["points"]) for c in source.cells
+                 if nbgrader_meta(c).get("task")]
+        assert found == [(f"{r.label}-task", r.points) for r in rubrics_for_chapter(stem)], stem
+    # --points-written gives every written exercise one number; 0 leaves them out
+    path = CHAPTERS["why_order"]
+    same = release.make_source_notebook(nbformat.read(path, as_version=4), "why_order", points_written=2)
+    assert {nbgrader_meta(c)["points"] for c in same.cells if nbgrader_meta(c).get("task")} == {2}
+    assert release.make_source_notebook(nbformat.read(path, as_version=4), "why_order", points_written=0) is None
     # exercise prompts are locked markdown without MyST roles that Jupyter would show raw
-    prompts = [c for c in sources["shift_theorem"].cells if nbgrader_meta(c)["grade_id"].endswith("-prompt")]
+    prompts = [c for c in sources["shift_theorem"].cells if nbgrader_meta(c).get("grade_id", "").endswith(("-prompt", "-task"))]
     assert prompts and all(nbgrader_meta(c)["locked"] for c in prompts)
     assert not any("{prf:ref}" in c.source for c in prompts)
     assert any("`cor-shift-dot`" in c.source for c in prompts)
@@ -183,10 +211,10 @@ def test_unknown_solution_label_is_an_error():
         release.chapter_exercises(nb)
 
 
-def test_chapter_without_coding_exercises_is_skipped():
-    nb = nbformat.read(CHAPTERS["why_order"], as_version=4)
-    assert release.make_source_notebook(nb, "why_order") is None
-    assert len(release.chapter_exercises(nb)) == 4
+def test_a_chapter_without_exercises_is_skipped():
+    assert release.make_source_notebook(nbformat.read(CHAPTERS["errata"], as_version=4), "errata") is None
+    nb = nbformat.read(CHAPTERS["why_order"], as_version=4)  # written exercises only: an assignment of its own
+    assert len(release.chapter_exercises(nb)) == 4 and release.make_source_notebook(nb, "why_order") is not None
 
 
 # --------------------------------------------------------------------------- the test cells grade like make grade
@@ -256,9 +284,11 @@ def test_cli_writes_the_course_folder(tmp_path, capsys):
     paths = [str(CHAPTERS["why_order"]), str(CHAPTERS["relative"]), str(CHAPTERS["extrapolation"])]
     assert release.main([*paths, "--out", str(tmp_path)]) == 0
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
-    assert written == ["nbgrader_config.py", "source/extrapolation/extrapolation.ipynb", "source/relative/relative.ipynb"]
+    assert written == ["nbgrader_config.py", "source/extrapolation/extrapolation.ipynb", "source/relative/relative.ipynb",
+                       "source/why_order/why_order.ipynb"]
     printed = capsys.readouterr().out
-    assert "t5_bucket, alibi_slopes" in printed
+    assert "t5_bucket, alibi_slopes; 1 written exercise(s) marked by rubric (4 points)" in printed
+    assert "why_order.ipynb: 0 coding exercise(s); 4 written exercise(s)" in printed
     # newcomer F7: the printed next step works from a plain shell (nbgrader needs the environment's PATH)
     assert f"source {Path(sys.prefix) / 'bin' / 'activate'} && cd {tmp_path} && nbgrader generate_assignment" in printed
     config = (tmp_path / "nbgrader_config.py").read_text()
@@ -273,7 +303,8 @@ def test_cli_writes_the_course_folder(tmp_path, capsys):
 
     one = tmp_path / "one"
     assert release.main([*paths, "--out", str(one), "--assignment", "week3", "--points-code", "2"]) == 0
-    assert sorted(p.name for p in (one / "source" / "week3").iterdir()) == ["extrapolation.ipynb", "relative.ipynb"]
+    assert sorted(p.name for p in (one / "source" / "week3").iterdir()) == ["extrapolation.ipynb", "relative.ipynb",
+                                                                           "why_order.ipynb"]
     nb = nbformat.read(one / "source" / "week3" / "relative.ipynb", as_version=4)
     assert {nbgrader_meta(c).get("points") for c in nb.cells if c.cell_type == "code" and nbgrader_meta(c)["grade"]} == {2}
 
@@ -396,7 +427,8 @@ def test_nbgrader_round_trip(tmp_path):
     submissions = {
         "ada": {c: answers(c, "right") for c in chapters},
         "bob": {c: answers(c, "wrong") for c in chapters},
-        "cy": {c: {} for c in chapters},
+        # cy hands the notebooks back untouched, but for a comment added to one locked test cell
+        "cy": {c: {} for c in chapters} | {"relative": {"alibi_slopes-tests": None}},
         # attacks 43-45 in one submission, graded last (as the red team's was): it could have reached every grade
         "zed": {"relative": {"t5_bucket-answer": "try:\n    exec(" + repr(GRADEBOOK_VANDAL.replace("COURSE", str(course))
                                                                        + MONKEYPATCH) + ")\nexcept Exception:\n"
@@ -411,9 +443,10 @@ def test_nbgrader_round_trip(tmp_path):
             nb = copy.deepcopy(released_nbs[chapter])
             left = dict(given)
             for cell in nb.cells:
-                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id") or cell.get("id")  # (written: the id)
                 if grade_id in left:
-                    cell.source = left.pop(grade_id)
+                    given_source = left.pop(grade_id)
+                    cell.source = cell.source + "\n# changed" if given_source is None else given_source
             assert not left, f"cells not found: {left}"
             target = course / "submitted" / student / "all" / f"{chapter}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -421,7 +454,12 @@ def test_nbgrader_round_trip(tmp_path):
             submitted[target] = target.read_text()
 
     # red team 2, I7: a limit given on nbgrader's command line arrives as text
-    _nbgrader(course, "autograde", "all", "--SandboxedExecute.cell_timeout=120")
+    autograde = _nbgrader(course, "autograde", "all", "--SandboxedExecute.cell_timeout=120")
+    # newcomer F24: no "checksum has changed!" for the cells students left as released (hidden tests, mark schemes),
+    # and one for the locked cell cy changed; no SQLAlchemy warnings from nbgrader's gradebook
+    log = autograde.stdout + autograde.stderr
+    assert re.findall(r"Attribute 'checksum' for cell (\S+) has changed", log) == ["alibi_slopes-tests"], log[-3000:]
+    assert "SAWarning" not in log
 
     assert {p: p.read_text() for p in submitted} == submitted  # nobody's submitted notebook was touched
     code_points = {c: sum(1 for ex in EXERCISES.values() if ex.chapter == c) for c in chapters}
@@ -446,7 +484,7 @@ def test_nbgrader_round_trip(tmp_path):
     from course_pe.coursework.nbgrader_autograde import html_is_inert
 
     zed_nb = nbformat.read(course / "autograded" / "zed" / "all" / "relative.ipynb", as_version=4)
-    written = [c for c in zed_nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex-relative-shaw-count-answer"]
+    written = [c for c in zed_nb.cells if c.get("id") == "ex-relative-shaw-count-answer"]
     assert len(written) == 1 and "alert(document.cookie)" in written[0].source
     assert html_is_inert(HTMLExporter().markdown2html({"cell": written[0]}, written[0].source)) == []
     _nbgrader(course, "generate_feedback", "all", "--student", "zed", "--notebook", "relative")
@@ -457,6 +495,14 @@ def test_nbgrader_round_trip(tmp_path):
     _nbgrader(course, "generate_feedback", "all", "--student", "bob", "--notebook", "relative")
     page = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback/bob/all/relative.html").read_text(encoding="utf-8")))
     assert "diagnosis: you used query - key" in page  # the check's diagnosis reaches the student
+
+    # a written exercise is a manually graded task worth its rubric's points, with the rubric on the feedback page
+    from course_pe.coursework.rubrics import RUBRICS
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        tasks = {c.name: c.max_score for c in gb.find_notebook("relative", "all").task_cells}
+    assert tasks == {"ex-relative-shaw-count-task": RUBRICS["ex-relative-shaw-count"].points}
+    assert "Marking (4 points, written)" in page and "2N - 1 offsets occur" in page
 
     _nbgrader(course, "export")
     with (course / "grades.csv").open(newline="") as fh:

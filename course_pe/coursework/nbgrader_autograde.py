@@ -44,7 +44,7 @@ from traitlets import Float, Unicode, validate
 from .exercises import EXERCISES
 from .names import NAME_PATTERN
 
-__all__ = ["SandboxedExecute", "SanitizeWrittenAnswers", "html_is_inert"]
+__all__ = ["RestoreReleasedCells", "SandboxedExecute", "SanitizeWrittenAnswers", "html_is_inert"]
 
 
 class SandboxedExecute(NbGraderPreprocessor):
@@ -138,6 +138,56 @@ class SandboxedExecute(NbGraderPreprocessor):
                 lines += [f"note: {p}" for p in report.problems]
                 cell.outputs = [nbformat.v4.new_output("error", ename="GradingFailed", evalue=grade.message,
                                                        traceback=lines)]
+        return nb, resources
+
+
+class RestoreReleasedCells(NbGraderPreprocessor):
+    """Give back their full source to the locked cells a student left exactly as released, before nbgrader checks them.
+
+    ``nbgrader generate_assignment`` records a locked cell's checksum *before* it removes the hidden tests and the mark
+    scheme from the student's copy, so ``nbgrader autograde`` computes another checksum from every untouched
+    submission and warns "Attribute 'checksum' for cell ... has changed!" for each test cell and each written task of
+    every student (nbgrader issue 1961), which hides the one warning that matters: a student who edited a locked cell.
+    This step runs just before nbgrader's ``OverwriteCells`` (``c.Autograde.sanitize_preprocessors``, in the
+    ``nbgrader_config.py`` of ``make nbgrader``): for each locked cell whose source is exactly what the release gave
+    the student (the instructor's source with its hidden tests and mark scheme removed by nbgrader's own
+    ``ClearHiddenTests`` and ``ClearMarkScheme``), it puts the instructor's source back, so that the checksums agree.
+    A cell the student changed is left as it is, and nbgrader warns about it and restores it as before."""
+
+    def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:
+        """Restore the untouched locked cells of ``nb`` (``resources``: nbgrader's, with the gradebook's URL and the
+        notebook's and assignment's ids)."""
+        from nbgrader.api import Gradebook, MissingEntry
+        from nbgrader.preprocessors import ClearHiddenTests, ClearMarkScheme
+
+        if not isinstance(nb, nbformat.NotebookNode) or not isinstance(getattr(nb, "cells", None), list):
+            raise TypeError(f"nb must be an nbformat notebook, got {type(nb).__name__}")
+        info = resources.get("nbgrader") if isinstance(resources, dict) else None
+        if not isinstance(info, dict) or not all(k in info for k in ("db_url", "notebook", "assignment")):
+            raise TypeError("resources must be nbgrader's, with its db_url, notebook and assignment")
+        hidden = ClearHiddenTests(config=self.config)
+        scheme = ClearMarkScheme(config=self.config)
+        restored = 0
+        with Gradebook(info["db_url"]) as gradebook:
+            for cell in nb.cells:
+                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                if not grade_id:
+                    continue
+                try:
+                    source_cell = gradebook.find_source_cell(grade_id, info["notebook"], info["assignment"])
+                except MissingEntry:
+                    continue
+                if not source_cell.locked or source_cell.cell_type != cell.cell_type:
+                    continue
+                released = nbformat.from_dict({"cell_type": source_cell.cell_type, "source": source_cell.source,
+                                               "metadata": {}})
+                hidden._remove_hidden_test_region(released)  # noqa: SLF001 - nbgrader's own rule, as at release
+                scheme._remove_mark_scheme_region(released)  # noqa: SLF001
+                source = "".join(cell.source) if isinstance(cell.source, list) else cell.source
+                if source == released.source and source != source_cell.source:
+                    cell.source = source_cell.source
+                    restored += 1
+        self.log.debug("restored the instructor's source of %d untouched locked cell(s)", restored)
         return nb, resources
 
 

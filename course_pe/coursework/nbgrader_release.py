@@ -1,13 +1,13 @@
 """Write an nbgrader course folder from the course's chapters and exercise registry.
 
     python -m course_pe.coursework.nbgrader_release book/part1/sinusoidal.ipynb ... --out nbgrader/
-    make nbgrader                      # every chapter in the TOC that has coding exercises, into nbgrader/
+    make nbgrader                      # every chapter in the TOC that has exercises, into nbgrader/
 
 The output is the *instructor's* side of an nbgrader course::
 
     nbgrader/
         nbgrader_config.py
-        source/<chapter>/<chapter>.ipynb     one assignment per chapter with coding exercises
+        source/<chapter>/<chapter>.ipynb     one assignment per chapter with exercises
                                              (or all in one assignment with --assignment NAME)
 
 Each source notebook holds the chapter's exercises, in the chapter's order, after a locked set-up cell:
@@ -22,8 +22,16 @@ Each source notebook holds the chapter's exercises, in the chapter's order, afte
   expected and obtained values and any recognised classic mistake. With the ``nbgrader_config.py`` written here,
   nbgrader's autograde does not run these cells in a kernel at all: :mod:`course_pe.coursework.nbgrader_autograde`
   grades the answer cells in the sandbox of ``make grade`` and writes the verdicts into the test cells;
-* a written exercise becomes a manually graded markdown answer cell worth ``--points-written`` points, holding the
-  book's worked solution between the solution markers (nbgrader replaces it by "YOUR ANSWER HERE" on release).
+* a written exercise (a proof, a computation, a design, an experiment: every exercise without a registered function)
+  becomes a *manually graded task* (nbgrader's task cell) worth its rubric's points
+  (:mod:`course_pe.coursework.rubrics`; ``--points-written`` gives every written exercise one number instead): the
+  exercise's statement, then a mark scheme between ``=== BEGIN MARK SCHEME ===`` and ``=== END MARK SCHEME ===`` with
+  the rubric and the book's worked solution, which nbgrader removes from the students' copy and shows to graders in
+  the Formgrader and to students in their feedback. The student answers in the markdown cell that follows it (and
+  in cells of their own), which the grader reads in the Formgrader beside the rubric.
+
+Every chapter with exercises gets a notebook, also those without coding exercises: a written day is marked like a
+coding day.
 
 The list of coding exercises comes from the registry, through :func:`course_pe.coursework.workbook.exercises_in`, exactly as for
 ``make workbook`` and ``make grade``; a new registered exercise appears in all three.
@@ -44,6 +52,7 @@ import nbformat
 from .._validation import check_argv, check_float, check_int, check_notebook, check_path, check_str, check_str_sequence
 from ._cells import parse
 from .exercises import EXERCISES
+from .rubrics import RUBRICS, rubric_text
 from .workbook import SOLUTION_TAG, _parse
 
 __all__ = [
@@ -148,6 +157,18 @@ _got = torch.as_tensor(half_to_interleaved(torch.arange(4.0)))
 assert _got.tolist() == [0.0, 2.0, 1.0, 3.0], f"half_to_interleaved(tensor([0., 1., 2., 3.])) should be [0., 2., 1., 3.], got {_got.tolist()}"
 _got = torch.as_tensor(half_to_interleaved(torch.zeros(2, 3, 6)))
 assert tuple(_got.shape) == (2, 3, 6), f"the output should keep the shape (2, 3, 6), got {tuple(_got.shape)}"
+""",
+    "t5_position_bias": """\
+# One new token after 5 cached ones (s = 1, t = 6): its bias against cached key n is the table's row for T5's causal
+# bucket of n - 5; with 32 buckets the offsets -5 ... 0 fall in the exact buckets 5 ... 0.
+_attn = cpe.MultiHeadAttention(8, 4, position="t5", causal=True).double()
+with torch.no_grad():
+    _attn.t5.embedding.weight.copy_(torch.arange(32 * 4, dtype=torch.float64).reshape(32, 4))  # row b: 4b, ..., 4b + 3
+_zeros = torch.zeros(1, 4, 6, 2, dtype=torch.float64)
+_layer = {"k": _zeros.clone(), "v": _zeros.clone(), "keep": torch.ones(1, 6, dtype=torch.bool), "pos": torch.arange(6)[None]}
+_got = torch.broadcast_to(torch.as_tensor(t5_position_bias(_attn, _layer, 1)).double(), (1, 4, 1, 6))
+_want = torch.tensor([[4.0 * b + h for b in (5, 4, 3, 2, 1, 0)] for h in range(4)], dtype=torch.float64)
+assert torch.equal(_got[0, :, 0], _want), f"the bias of head h against keys 0 ... 5 should be {_want.tolist()}, got {_got[0, :, 0].tolist()}"
 """,
     "extrapolation_gap": """\
 # Trained on length 2: positions 0 and 1 are inside (mean loss 1), positions 2 and 3 beyond (mean 3): the gap is 2.
@@ -358,19 +379,21 @@ def _title(nb: nbformat.NotebookNode, fallback: str) -> str:
 
 
 def make_source_notebook(
-    nb: nbformat.NotebookNode, chapter: str, *, points_code: float = 1, points_written: float = 1
+    nb: nbformat.NotebookNode, chapter: str, *, points_code: float = 1, points_written: float | None = None
 ) -> nbformat.NotebookNode | None:
-    """The nbgrader source notebook (solutions included) for one chapter, or ``None`` if it has no coding exercise.
+    """The nbgrader source notebook (solutions included) for one chapter, or ``None`` if it has no exercise.
 
-    ``chapter`` is the chapter's file stem (used in cell ids and the introduction).
+    ``chapter`` is the chapter's file stem (used in cell ids and the introduction). ``points_written``: the points of
+    every written exercise (None: each its rubric's total; 0 leaves written exercises out).
     """
     check_notebook("nb", nb)
     if not check_str("chapter", chapter):
         raise ValueError("chapter must not be empty")
     points_code = check_float("points_code", points_code, minimum=0.0, strict_minimum=True)
-    points_written = check_float("points_written", points_written, minimum=0.0)
+    if points_written is not None:
+        points_written = check_float("points_written", points_written, minimum=0.0)
     exercises = chapter_exercises(nb)
-    if not any(ex.is_coding for ex in exercises):
+    if not any(ex.is_coding for ex in exercises) and (points_written == 0 or not exercises):
         return None
     new_md, new_code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
     title = _title(nb, chapter)
@@ -379,15 +402,21 @@ def make_source_notebook(
             f"# Exercises: {title}\n\n"
             f"These are the exercises of the chapter *{title}* of *Positional Encoding, Corrected*; read the chapter "
             "first. Write your code in the cells that say `YOUR CODE HERE` (keep each function's name and signature) "
-            "and your written answers in the cells that say `YOUR ANSWER HERE`. Each coding exercise is followed by a "
-            "locked test cell: run it to check your function against the book's examples. Grading runs further tests "
-            "(the course's automatic checks) and a person grades the written answers. Before you submit, restart the "
-            "kernel and run all cells.",
+            "and your written answers in the cell below each written exercise (add cells if you need them, for a "
+            "numeric check for example). Each coding exercise is followed by a locked test cell: run it to check your "
+            "function against the book's examples. Grading runs further tests (the course's automatic checks) and a "
+            "person marks the written answers with a rubric, which you see in your feedback. Before you submit, "
+            "restart the kernel and run all cells.",
             metadata=_meta(f"{chapter}-intro", solution=False, grade=False, locked=True),
         ),
         new_code(SETUP_SOURCE, metadata=_meta(f"{chapter}-setup", solution=False, grade=False, locked=True)),
     ]
     for number, exercise in enumerate(exercises, start=1):
+        if not exercise.is_coding:
+            if points_written == 0:
+                continue
+            cells += _written_cells(exercise, number, points_written)
+            continue
         cells.append(new_md(f"## Exercise {number}\n\n{exercise.prompt}",
                             metadata=_meta(f"{exercise.label}-prompt", solution=False, grade=False, locked=True)))
         if exercise.is_coding:
@@ -400,15 +429,9 @@ def make_source_notebook(
                 cells.append(new_code(autograder_cell_source(exercise_id, points_code),
                                       metadata=_meta(f"{exercise_id}-tests", solution=False, grade=True, locked=True,
                                                      points=points_code)))
-        elif points_written > 0:
-            model = exercise.solution_text or "(no worked solution in the book)"
-            for code in exercise.demo_code:
-                model += f"\n\n```python\n{code.strip()}\n```"
-            cells.append(new_md(f"### BEGIN SOLUTION\n{model}\n### END SOLUTION",
-                                metadata=_meta(f"{exercise.label}-answer", solution=True, grade=True, locked=False,
-                                               points=points_written)))
     for cell in cells:
-        cell.id = cell.metadata["nbgrader"]["grade_id"]
+        if "nbgrader" in cell.metadata:
+            cell.id = cell.metadata["nbgrader"]["grade_id"]
     source = nbformat.v4.new_notebook(cells=cells)
     source.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     source.metadata["language_info"] = {"name": "python"}
@@ -417,6 +440,35 @@ def make_source_notebook(
                                     "version": "nbgrader"}
     nbformat.validate(source)
     return source
+
+
+#: the delimiters of an nbgrader mark scheme (nbgrader's ClearMarkScheme removes what lies between them on release)
+MARK_SCHEME = ("=== BEGIN MARK SCHEME ===", "=== END MARK SCHEME ===")
+#: the text of the answer cell that follows a written exercise
+WRITTEN_ANSWER = "*Write your answer here (add cells below it if you need them, for a numeric check for example).*"
+
+
+def _written_cells(exercise: ChapterExercise, number: int, points: float | None) -> list[nbformat.NotebookNode]:
+    """A written exercise: a manually graded task cell (the statement, then the mark scheme: the rubric and the book's
+    worked solution) and the unlocked markdown cell in which the student answers."""
+    rubric = RUBRICS.get(exercise.label)
+    total = points if points is not None else (rubric.points if rubric is not None else 1.0)
+    model = exercise.solution_text or "(no worked solution in the book)"
+    for code in exercise.demo_code:
+        model += f"\n\n```python\n{code.strip()}\n```"
+    scheme = (rubric_text(rubric) if rubric is not None else f"**Marking ({total:g} points)**: compare with the "
+              "worked solution.")
+    if rubric is not None and points is not None and points != rubric.points:
+        scheme += f"\n\n(The rubric's {rubric.points:g} points are scaled to this exercise's {points:g}.)"
+    task = nbformat.v4.new_markdown_cell(
+        f"## Exercise {number}\n\n{exercise.prompt}\n\n{MARK_SCHEME[0]}\n{scheme}\n\n**The book's worked "
+        f"solution**\n\n{model}\n{MARK_SCHEME[1]}",
+        metadata={"nbgrader": {"grade": False, "grade_id": f"{exercise.label}-task", "locked": True,
+                               "points": total, "schema_version": NBGRADER_SCHEMA_VERSION, "solution": False,
+                               "task": True}})
+    answer = nbformat.v4.new_markdown_cell(WRITTEN_ANSWER)
+    answer.id = f"{exercise.label}-answer"  # (not an nbgrader cell: the student may edit, split or add to it)
+    return [task, answer]
 
 
 def config_source(course_id: str = COURSE_ID, *, cell_timeout: int = 120) -> str:
@@ -448,9 +500,25 @@ def config_source(course_id: str = COURSE_ID, *, cell_timeout: int = 120) -> str
         # functions it is graded on. Remove these lines to go back to nbgrader's kernel (then read the instructor
         # guide, "Using nbgrader": one submission can change every student's grades).
         from nbconvert.preprocessors import ClearMetadataPreprocessor
-        from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
+        from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,
+                                            IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec,
+                                            SaveAutoGrades)
 
-        from course_pe.coursework.nbgrader_autograde import SandboxedExecute, SanitizeWrittenAnswers
+        from course_pe.coursework.nbgrader_autograde import RestoreReleasedCells, SandboxedExecute, SanitizeWrittenAnswers
+
+        # RestoreReleasedCells: nbgrader records a locked cell's checksum before it removes the hidden tests and the
+        # mark scheme from the students' copy, so without this step autograde warns "checksum ... has changed!" for
+        # every test cell and written task of every student; with it, only for cells a student really changed.
+        c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreReleasedCells,
+                                              OverwriteCells, CheckCellMetadata]
+        # nbgrader 0.9's gradebook (nbgrader/api.py) makes SQLAlchemy 2 warn "Object of type <SubmittedAssignment> not in
+        # session, add operation along ... will not proceed" once per submission and notebook; the grades are recorded
+        # all the same (make test's round trip checks them), so the warning is not shown.
+        import warnings
+
+        from sqlalchemy.exc import SAWarning
+
+        warnings.filterwarnings("ignore", message=r"Object of type <Submitted\w+> not in session", category=SAWarning)
 
         # SanitizeWrittenAnswers: the Formgrader and the feedback pages render students' markdown as live HTML; a
         # written answer holding HTML or a link that could run code in your browser is shown as text instead.
@@ -469,14 +537,14 @@ def write_course(
     *,
     assignment: str | None = None,
     points_code: float = 1,
-    points_written: float = 1,
+    points_written: float | None = None,
     course_id: str = COURSE_ID,
 ) -> list[Path]:
     """Write ``out/source/<assignment>/<chapter>.ipynb`` and, if absent, ``out/nbgrader_config.py``.
 
     Returns the notebooks written. Source notebooks are overwritten (they are generated from the book); nothing else
     in ``out`` (the gradebook, release, submitted, autograded and feedback folders) is touched. Chapters without
-    coding exercises are skipped. With ``assignment=None`` each chapter is its own assignment, named
+    exercises are skipped. With ``assignment=None`` each chapter is its own assignment, named
     after the chapter's file stem; otherwise all notebooks go into the one assignment named.
     """
     if not isinstance(notebooks, (list, tuple)):
@@ -486,7 +554,8 @@ def write_course(
     if assignment is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", check_str("assignment", assignment)):
         raise ValueError(f"assignment must be letters, digits, '-' or '_', got {assignment!r}")
     points_code = check_float("points_code", points_code, minimum=0.0, strict_minimum=True)
-    points_written = check_float("points_written", points_written, minimum=0.0)
+    if points_written is not None:
+        points_written = check_float("points_written", points_written, minimum=0.0)
     if not check_str("course_id", course_id):
         raise ValueError("course_id must not be empty")
     written = []
@@ -516,8 +585,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("nbgrader"), help="course folder (default: nbgrader/)")
     parser.add_argument("--assignment", help="put every chapter into this one assignment (default: one per chapter)")
     parser.add_argument("--points-code", type=float, default=1.0, help="points per coding exercise (default 1)")
-    parser.add_argument("--points-written", type=float, default=1.0,
-                        help="points per written exercise, manually graded (default 1; 0 leaves them out)")
+    parser.add_argument("--points-written", type=float, default=None,
+                        help="points of every written exercise, marked by hand (default: each its rubric's total; 0 "
+                             "leaves them out)")
     parser.add_argument("--course-id", default=COURSE_ID, help=f"nbgrader course id (default {COURSE_ID})")
     args = parser.parse_args(argv)
     try:
@@ -527,8 +597,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for target in written:
-        meta = nbformat.read(target, as_version=4).metadata["course_pe"]
-        print(f"{target}: {len(meta['exercises'])} coding exercise(s): {', '.join(meta['exercises'])}")
+        source = nbformat.read(target, as_version=4)
+        meta = source.metadata["course_pe"]
+        tasks = [c for c in source.cells if c.get("metadata", {}).get("nbgrader", {}).get("task")]
+        coding = f"{len(meta['exercises'])} coding exercise(s)" + (f": {', '.join(meta['exercises'])}"
+                                                                     if meta["exercises"] else "")
+        print(f"{target}: {coding}; {len(tasks)} written exercise(s) marked by rubric "
+              f"({sum(c.metadata['nbgrader']['points'] for c in tasks):g} points)")
     activate = Path(sys.prefix) / "bin" / "activate"
     print(f"course folder {args.out}; next (nbgrader needs the course's environment on PATH):\n"
           f"  source {activate} && cd {args.out} && nbgrader generate_assignment <assignment>")

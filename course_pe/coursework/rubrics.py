@@ -340,7 +340,12 @@ def rubric_text(rubric: Rubric) -> str:
     if not isinstance(rubric, Rubric):
         raise TypeError(f"rubric must be a Rubric, got {type(rubric).__name__}")
     lines = [f"**Marking ({rubric.points:g} points, {rubric.kind})**", ""]
-    lines += [f"- {c.points:g} pt: {c.text}" for c in rubric.criteria]
+    lines += [f"- {c.points:g} pt: {_markdown_safe(c.text)}" for c in rubric.criteria]
     lines += ["", "Give part of a criterion's points for a partly right answer; a correct answer reached another way "
                   "earns the same points."]
     return "\n".join(lines)
+
+
+def _markdown_safe(text: str) -> str:
+    """``text`` with the characters markdown would read as emphasis escaped (``x_{m+k}``, ``a * b``)."""
+    return text.replace("\\", "\\\\").replace("_", "\\_").replace("*", "\\*")
