@@ -15,8 +15,11 @@
 #   make lab-student  JupyterLab on workbook/ (made first if missing), without nbgrader's instructor menus
 #   make workbook student notebooks (solutions replaced by stubs) into workbook/
 #   make grade NB=submission.ipynb STUDENT=name [ASSIGNMENT=chapter] [REPLACE=1]   grade a submission into grades/
-#   make grade DIR=submissions/ [ROSTER=roster.csv] [ASSIGNMENT=chapter] [JOBS=n] [REPLACE=1] [DUE=... LATE=...]   a whole folder
+#   make grade DIR=submissions/ [ROSTER=roster.csv] [ASSIGNMENT=chapter] [JOBS=n] [REPLACE=1] [DUE=... LATE=...]   a whole folder;
+#                 exports for Canvas and Moodle, feedback files and statistics in grades/ (the instructor guide)
 #                 (as root: each submission in its own namespaces and cgroup; ISOLATION=limited to grade without)
+#   make marking CHAPTER=why_order [ROSTER=roster.csv]   a marking sheet and rubric for a chapter's written exercises
+#   make mark SHEET=grades/why_order-written/marking.csv [REPLACE=1]   record the filled-in sheet into grades/
 #   make nbgrader an nbgrader course folder (source notebooks + nbgrader_config.py, sandboxed autograde) into nbgrader/
 #   make gradescope  one Gradescope autograder per assignment: gradescope/<chapter>/autograder.zip (instructor guide)
 #   make book-student  the HTML book without solutions, into _build/student/_build/html
@@ -59,7 +62,7 @@ export JUPYTER_PLATFORM_DIRS := 1
 
 .PHONY: book-zh locale-update
 .PHONY: mutation install test test-package test-notebooks test-portable book book-student test-site execute serve lab workbook grade nbgrader clean distclean
-.PHONY: gradescope clean-coursework
+.PHONY: gradescope clean-coursework marking mark
 .PHONY: jdk lab-student pdf help
 .PHONY: site
 
@@ -177,7 +180,7 @@ locale-update: $(STAMP)
 # NB, DIR, ROSTER, ROSTER_COLUMN, STUDENT, ASSIGNMENT, JOBS, GRADES, REPLACE, ISOLATION, DUE, LATE and TIMES reach the grader through
 # the environment, unexpanded (a `$(...)` in a file name stays text): no shell, and no make function, ever sees a file
 # or student name.
-GRADE_VARIABLES := NB DIR ROSTER ROSTER_COLUMN STUDENT ASSIGNMENT JOBS GRADES REPLACE ISOLATION DUE LATE TIMES
+GRADE_VARIABLES := NB DIR ROSTER ROSTER_COLUMN STUDENT ASSIGNMENT JOBS GRADES REPLACE ISOLATION DUE LATE TIMES CHAPTER SHEET
 $(foreach v,$(GRADE_VARIABLES),$(eval override $(v) := $$(value $(v))))
 grade: export NB := $(NB)
 grade: export DIR := $(DIR)
@@ -194,6 +197,22 @@ grade: export LATE := $(LATE)
 grade: export TIMES := $(TIMES)
 grade: $(STAMP)
 	@$(BIN)/python -m course_pe.coursework.grade --from-env --out grades
+
+# Written work into the same gradebook: make marking writes a chapter's marking sheet (one row per student of the
+# class list, a points and a comment column per exercise marked by hand) and its rubric; make mark records the filled-in
+# sheet (course_pe/coursework/written.py). The variables reach the command through the environment, as for grade.
+marking mark: export CHAPTER := $(CHAPTER)
+marking mark: export SHEET := $(SHEET)
+marking mark: export ROSTER := $(ROSTER)
+marking mark: export ROSTER_COLUMN := $(ROSTER_COLUMN)
+marking mark: export GRADES := $(GRADES)
+marking mark: export REPLACE := $(REPLACE)
+marking: $(STAMP)
+	@$(BIN)/python -m course_pe.coursework.written sheet "$$CHAPTER" --grades "$${GRADES:-grades}" \
+	    $${ROSTER:+--roster "$$ROSTER"} $${ROSTER_COLUMN:+--roster-column "$$ROSTER_COLUMN"}
+mark: $(STAMP)
+	@$(BIN)/python -m course_pe.coursework.written record "$$SHEET" --grades "$${GRADES:-grades}" \
+	    $$(case "$$REPLACE" in 1|yes|true|on) echo --replace;; esac)
 
 # nbgrader itself is pinned in requirements.txt: run its commands with .venv/bin on PATH (source .venv/bin/activate).
 # The nbgrader_config.py it writes makes `nbgrader autograde` grade in course_pe's sandbox instead of a kernel.

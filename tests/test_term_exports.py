@@ -284,3 +284,54 @@ def test_bad_term_options_grade_nothing(tmp_path, capsys):
     assert "DUE must be a date" in capsys.readouterr().err and not out.exists()
     assert main(["--dir", str(folder), "--out", str(out), "--late", "lots", "--isolation", containment().level]) == 2
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- written work, marked by rubric
+
+
+def test_written_work_is_marked_into_the_same_exports(tmp_path):
+    """make marking / make mark: a marking sheet per chapter from the class list, filled in and recorded as the
+    assignment <chapter>-written, exported beside the coding assignments with its rubric's fixed maximum."""
+    from course_pe.coursework import written
+    from course_pe.coursework.roster import read_roster_table
+    from course_pe.coursework.rubrics import rubrics_for_chapter
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text(CANVAS_ROSTER, encoding="utf-8")
+    out = tmp_path / "grades"
+    Gradebook(out).store_roster(read_roster_table(roster), "roster.csv")
+    assert written.main(["sheet", "why_order", "--grades", str(out)]) == 0
+    sheet = out / "why_order-written" / "marking.csv"
+    rows = list(csv.reader(io.StringIO(sheet.read_text())))
+    labels = [r.label for r in rubrics_for_chapter("why_order")]
+    assert rows[0][:4] == ["student", "name", f"{labels[0]} (max 4)", f"{labels[0]} comment"]
+    assert [r[:2] for r in rows[1:]] == [["a1", "Lovelace, Ada"], ["a2", "Byron, Bob"], ["v1", "Vane, Vic"],
+                                         ["v2", "Wolfe, Wen"], ["ann", "Absent, Ann"]]
+    assert "**Marking (4 points, written)**" in (out / "why_order-written" / "rubric.md").read_text()
+    assert written.main(["sheet", "why_order", "--grades", str(out)]) == 2  # never overwrites a sheet with marks
+
+    rows[1][2:] = ["4", "complete", "3,5", "", "3.5", "", "2", "the float32 step is missing"]  # a1: 13 of 15
+    rows[2][2:4] = ["1", "only the shift case"]  # a2: one exercise marked, three not yet
+    bad = [list(r) for r in rows]
+    bad[3][2] = "5"  # v1: above the maximum of 4
+    sheet.write_text("".join(",".join(f'"{c}"' for c in r) + "\n" for r in bad), encoding="utf-8")
+    assert written.main(["record", str(sheet), "--grades", str(out)]) == 2
+    assert "why_order-written" not in {r["assignment"] for r in Gradebook(out).rows()}  # nothing recorded
+    sheet.write_text("".join(",".join(f'"{c}"' for c in r) + "\n" for r in rows), encoding="utf-8")
+    assert written.main(["record", str(sheet), "--grades", str(out)]) == 0
+
+    canvas = canvas_import(out / "canvas.csv", roster)
+    assert canvas.points_possible == {"why_order: written": 15.0}
+    assert canvas.scores["why_order: written"] == {"a1": 13.0, "a2": None, "v1": None, "v2": None, "ann": None}
+    moodle = moodle_import(out / "moodle.csv", roster, map_from="SIS Login ID")
+    assert moodle.grades["why_order: written"]["a1"] == 13.0 and "not marked yet" in moodle.feedback["why_order: written"]["a2"]
+    attention = {(r["student"], r["what"]) for r in _csv(out / "attention.csv")}
+    assert ("a2", "not graded") in attention and ("v1", "no grade recorded") in attention
+    feedback = (out / "why_order-written" / "feedback" / "a1.txt").read_text()
+    assert "Score: 13 / 15" in feedback and "comment: the float32 step is missing" in feedback
+    assert "marked with this rubric:" in feedback
+    assert "mean points of the students marked" in (out / "why_order-written" / "statistics.txt").read_text()
+    # marks already recorded are replaced only on purpose
+    assert written.main(["record", str(sheet), "--grades", str(out)]) == 2
+    assert written.main(["record", str(sheet), "--grades", str(out), "--replace"]) == 0
+    assert written.main(["sheet", "errata", "--grades", str(out)]) == 2  # no exercise marked by hand there

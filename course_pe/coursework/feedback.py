@@ -47,6 +47,9 @@ def feedback_text(result: Result, info: AssignmentInfo, report: dict[str, Any] |
         lines.append(f"{label}: not graded (worth {maximum:g})" if status == "not graded" else
                      f"{label}: {status}, {score:g} / {maximum:g}")
         message = str(detail.get("message") or "")
+        if info.kind == "written":
+            lines += _written_block(exercise, status, message)
+            continue
         if status == "not graded":
             lines.append(f"  {_NOT_GRADED}")
         if message:
@@ -66,6 +69,18 @@ def feedback_text(result: Result, info: AssignmentInfo, report: dict[str, Any] |
         lines.append("Each exercise is checked on the book's examples and on hidden cases drawn at random for every "
                      "submission; an exercise scores its point when every case is right.")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _written_block(exercise: str, status: str, message: str) -> list[str]:
+    """A written exercise's comment and the rubric it was marked with."""
+    from .rubrics import RUBRICS
+
+    lines = [f"  {'not marked yet' if status == 'not graded' else 'comment'}: {message}"] if message else []
+    rubric = RUBRICS.get(exercise)
+    if rubric is not None:
+        lines.append("  marked with this rubric:")
+        lines += [f"    {c.points:g} pt: {c.text}" for c in rubric.criteria]
+    return lines + [""]
 
 
 def _split(message: str) -> list[str]:

@@ -140,6 +140,13 @@ def statistics_text(info: AssignmentInfo, results: list[Result], reports: dict[s
             bar = "#" * math.ceil(40 * counts.get(value, 0) / widest) if counts.get(value) else ""
             lines.append(f"  {value:>5g}  {bar} {counts.get(value, 0)}")
     lines.append("")
+    if info.kind == "written":  # marked by hand: the mean mark of each exercise
+        lines.append("per exercise: mean points of the students marked (maximum)")
+        for exercise, maximum in info.exercises:
+            marks = [score for r in results for e, status, score, _ in r.verdicts if e == exercise and status == "marked"]
+            mean = f"{stats.fmean(marks):.2f}" if marks else "-"
+            lines.append(f"  {exercise:<26} {mean:>6} ({maximum:g}; {len(marks)} marked)")
+        return "\n".join(lines) + "\n"
     lines.append("per exercise: passed / failed on the book's visible cases / failed on a hidden case only / other")
     details: dict[str, dict[str, int]] = {}
     by_student = {r.student.lower(): r for r in results}
