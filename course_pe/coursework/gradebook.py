@@ -137,8 +137,9 @@ class Gradebook:
 
     def _rows(self, connection: sqlite3.Connection) -> list[dict[str, Any]]:
         from .exercises import EXERCISES
+        from .rubrics import RUBRICS
 
-        order = {e: i for i, e in enumerate(EXERCISES)}
+        order = {e: i for i, e in enumerate([*EXERCISES, *RUBRICS])}  # the registry's order, then the book's
         connection.row_factory = sqlite3.Row
         rows = [dict(r) for r in connection.execute("SELECT * FROM grades")]
         connection.row_factory = None

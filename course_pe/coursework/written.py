@@ -5,7 +5,7 @@
     make marking CHAPTER=why_order [ROSTER=roster.csv]     make mark SHEET=grades/why_order-written/marking.csv
 
 ``sheet`` writes ``<grades>/<chapter>-written/marking.csv``, one row per student of the class list (the roster given,
-else the one the gradebook keeps from ``make grade``) and, per exercise marked by hand, a points column headed with
+which the gradebook then keeps as the class list, else the one it keeps from ``make grade``) and, per exercise marked by hand, a points column headed with
 its maximum (``ex-why-order-conv (max 4)``) and a comment column, and beside it ``rubric.md``, the chapter's rubrics
 (:mod:`course_pe.coursework.rubrics`). Fill it in with a spreadsheet (keep it CSV, UTF-8). ``record`` reads it back
 and records each student's marks in the gradebook as the assignment ``<chapter>-written``: an exercise's points
@@ -83,6 +83,7 @@ def write_sheet(chapter: str, grades: Path, roster: Path | None = None, roster_c
     if roster is not None:
         table = read_roster_table(check_path("roster", roster), roster_column)
         students = [(e.student, e.name) for e in table.entries]
+        book.store_roster(table, Path(roster).name)  # the class list of the exports, as make grade keeps it
     else:
         kept = book.roster()
         if kept is None:
