@@ -427,6 +427,8 @@ def test_nbgrader_round_trip(tmp_path):
     submissions = {
         "ada": {c: answers(c, "right") for c in chapters},
         "bob": {c: answers(c, "wrong") for c in chapters},
+        # dee's t5_bucket cell crashes before its def: the message says why, with the cell's number in JupyterLab
+        "dee": {"relative": {"t5_bucket-answer": "import einops\n" + solutions["relative"]["t5_bucket"]}},
         # cy hands the notebooks back untouched, but for a comment added to one locked test cell
         "cy": {c: {} for c in chapters} | {"relative": {"alibi_slopes-tests": None}},
         # attacks 43-45 in one submission, graded last (as the red team's was): it could have reached every grade
@@ -477,6 +479,12 @@ def test_nbgrader_round_trip(tmp_path):
     zed = (course / "autograded" / "zed" / "all" / "relative.ipynb").read_text()
     assert "course_pe.t5.t5_relative_position_bucket is not available" in zed  # attack 44
     assert "hidden case" in zed  # attack 43: the book's examples, hard-coded, pass; a hidden case fails
+
+    dee = nbformat.read(course / "autograded" / "dee" / "all" / "relative.ipynb", as_version=4)
+    number = 1 + next(i for i, c in enumerate(dee.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                      == "t5_bucket-answer")
+    failed = next(c for c in dee.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "t5_bucket-tests")
+    assert f"why: cell {number} ('import einops') raised ModuleNotFoundError" in failed.outputs[0]["evalue"]
 
     # I4: zed's written answer is shown as text in the Formgrader (the autograded notebook) and on the feedback page
     from nbconvert.exporters import HTMLExporter

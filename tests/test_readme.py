@@ -27,6 +27,8 @@ NOT_RUN = {
     "make mutation": "about 20 minutes on one core (tests/MUTATION.md), over what CI can spend on it",
     "make clean": "removes the build that the later CI steps need",
     "make distclean": "removes .venv as well",
+    "make marking": "writes a marking sheet into grades/; tests/test_term_exports.py runs its command line (written.py)",
+    "make mark": "records marks into grades/; tests/test_term_exports.py runs its command line (written.py)",
     "make locale-update": "rewrites the translation catalogues after an English change; tests/test_zh_coverage.py "
                           "(make test) fails while a translation is missing, fuzzy or stale",
 }

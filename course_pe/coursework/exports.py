@@ -47,6 +47,7 @@ Files, under the gradebook folder (mode 0600, written atomically):
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -557,15 +558,46 @@ def write_exports(folder: Path, rows: list[dict[str, Any]], assignments: dict[st
             csv_text(canvas_rows(own, assignments, found, roster, [assignment])))
         put(f"{assignment}/moodle", folder / assignment / "moodle.csv",
             csv_text(moodle_rows(own, assignments, found, roster, [assignment])))
+        # The statistics (which draw every student's hidden cases again) and the feedback files depend only on the
+        # assignment's rows, its settings, the submissions' times and the names: written again only when those
+        # changed since the last export (the key beside them says what they were made from).
+        mine = {k: v for k, v in found.items() if k[1] == assignment}
+        key = hashlib.sha256(json.dumps([own, repr(assignments[assignment]), sorted(
+            (s, t) for (s, a), t in submissions.items() if a == assignment), sorted(names.items()),
+            _FORMAT], sort_keys=True, default=str).encode()).hexdigest()
+        stamp = folder / assignment / ".exports-key"
+        statistics = folder / assignment / "statistics.txt"
+        written[f"{assignment}/statistics"] = statistics
+        try:
+            unchanged = stamp.read_text() == key and statistics.exists()
+        except OSError:
+            unchanged = False
+        if unchanged:
+            continue
         reports = _reports(folder / assignment)
-        put(f"{assignment}/statistics", folder / assignment / "statistics.txt",
-            statistics_text(assignments[assignment], [found[k] for k in found if k[1] == assignment], reports))
-        for (student, graded_assignment), result in found.items():
-            if graded_assignment == assignment:
-                write(folder / assignment / "feedback" / f"{student}.txt",
-                      feedback_text(result, assignments[assignment], reports.get(student.lower()),
-                                    names.get(student.lower(), "")))
+        write(statistics, statistics_text(assignments[assignment], list(mine.values()), reports,
+                                          len(roster.students) if roster is not None else None))
+        for (student, _), result in mine.items():
+            write(folder / assignment / "feedback" / f"{student}.txt",
+                  feedback_text(result, assignments[assignment], reports.get(student.lower()),
+                                names.get(student.lower(), "")))
+        write(stamp, key)
     return written
+
+
+def _format_version() -> str:
+    """A digest of the code that writes the statistics and the feedback files: when it changes, they are remade."""
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in ("exports.py", "feedback.py", "statistics.py", "rubrics.py"):
+        try:
+            digest.update((here / name).read_bytes())
+        except OSError:
+            digest.update(name.encode())
+    return digest.hexdigest()
+
+
+_FORMAT = _format_version()
 
 
 def _reports(folder: Path) -> dict[str, dict[str, Any]]:

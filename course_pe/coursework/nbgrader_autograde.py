@@ -112,6 +112,7 @@ class SandboxedExecute(NbGraderPreprocessor):
         if not tests:
             return nb, resources
         sources = [cell.source for cell in nb.cells if cell.cell_type == "code"]
+        numbers = [i + 1 for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]  # as JupyterLab numbers cells
         student = str(resources.get("nbgrader", {}).get("student") or "student")
         student = student if NAME_PATTERN.fullmatch(student) else "student"
         chapters = {EXERCISES[e].chapter for e in tests}
@@ -119,7 +120,7 @@ class SandboxedExecute(NbGraderPreprocessor):
         prepare(self.isolation or level)
         report = grade_cells(sources, assignment, student=student, notebook=str(resources.get("unique_key", "")),
                              exercises=list(tests), cell_timeout=self.cell_timeout, call_timeout=self.call_timeout,
-                             timeout=self.timeout, isolation=self.isolation or None)
+                             timeout=self.timeout, isolation=self.isolation or None, cell_numbers=numbers)
         self.log.info("%s: %g / %g (%s)", student, report.score, report.max_score, report.isolation)
         for cell in nb.cells:
             if cell.cell_type == "code":
