@@ -76,12 +76,13 @@ def test_gradescope_grades_the_generation_chapter(tmp_path):
     out = tmp_path / "zips"
     assert gradescope.main(["build", "generation", "--out", str(out)]) == 0
     zip_path = out / "generation" / "autograder.zip"
-    for given, score in ((RIGHT, 1.0), (AT_ZERO, 0.0)):
-        base = tmp_path / str(score)
-        root = autograder_root(base, zip_path, {"generation.ipynb": notebook_bytes(given)})
+    for name, given, score in (("right", RIGHT, 1.0), ("at-zero", AT_ZERO, 0.0), ("crash", "import einops\n" + RIGHT, 0.0)):
+        root = autograder_root(tmp_path / name, zip_path, {"generation.ipynb": notebook_bytes(given)})
         code, output, results = run_script(root)
         assert code == 0 and results is not None, output
         validate(results)
         assert results["score"] == score, results
         assert [t["name"] for t in results["tests"]] == ["t5_position_bias: visible cases",
                                                          "t5_position_bias: graded (visible and hidden cases)"]
+        if name == "crash":  # the cause, with the cell as JupyterLab numbers it (a markdown cell comes first)
+            assert "why: cell 2 ('import einops') raised ModuleNotFoundError" in results["tests"][0]["output"]

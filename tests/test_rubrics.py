@@ -57,3 +57,27 @@ def test_rubric_text_and_bad_rubrics():
         Rubric("x", "relative", "essay", (Criterion(1, "a."),))
     with pytest.raises(TypeError):
         rubric_text("ex-relative-shaw-count")
+
+
+def test_the_guides_schedule_assigns_every_chapter_with_exercises():
+    """The instructor guide's two-week schedule gives every chapter with exercises its graded work: the coding
+    assignment of each chapter with coding exercises, and the written assignment of each chapter with rubrics."""
+    from course_pe.coursework.exercises import chapters
+
+    guide = (ROOT / "book" / "reference" / "instructor_guide.md").read_text(encoding="utf-8")
+    schedule = guide[guide.index("## A two-week module"):guide.index("## Making the student version")]
+    rows = [line for line in schedule.splitlines() if line.startswith("| ") and line[2:3].isdigit()]
+    assert len(rows) == 10
+    coding: set[str] = set()
+    written: set[str] = set()
+    for row in rows:
+        for part in row.split(" | ")[3].split("; "):
+            kind, _, names = part.partition(": ")
+            found = {n.strip("` ") for n in names.split(" (")[0].split(", ")}
+            if kind == "coding":
+                coding |= found
+            elif kind == "written":
+                written |= found
+    assert coding == set(chapters())
+    assert written == {c for c in CHAPTERS if rubrics_for_chapter(c)}
+    assert set(CHAPTERS) == coding | written

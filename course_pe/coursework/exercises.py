@@ -127,7 +127,8 @@ class CheckReport:
         if self.passed:
             return f"[{self.exercise}] PASSED: all {self.cases_total} cases correct."
         which = "hidden case" if self.hidden else "case"
-        lines = [f"[{self.exercise}] FAILED on {which} {self.cases_run} of {self.cases_total}: {self.failed_case}"]
+        lines = [f"[{self.exercise}] FAILED on {which} {self.cases_run} of {self.cases_total}: {self.failed_case}"
+                 if self.cases_run else f"[{self.exercise}] FAILED before any case ran: {self.failed_case}"]
         if self.library_called:
             lines.append(f"  your function called {', '.join(self.library_called)}, which is not allowed in this "
                          "exercise (implement it yourself)")

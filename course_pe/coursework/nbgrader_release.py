@@ -518,7 +518,7 @@ def config_source(course_id: str = COURSE_ID, *, cell_timeout: int = 120) -> str
 
         from sqlalchemy.exc import SAWarning
 
-        warnings.filterwarnings("ignore", message=r"Object of type <Submitted\w+> not in session", category=SAWarning)
+        warnings.filterwarnings("ignore", message=r"Object of type <Submitted\\w+> not in session", category=SAWarning)
 
         # SanitizeWrittenAnswers: the Formgrader and the feedback pages render students' markdown as live HTML; a
         # written answer holding HTML or a link that could run code in your browser is shown as text instead.
