@@ -1784,6 +1784,257 @@ REGISTRY.update({
 # ----------------------------------------------------------------------------- the enumerating test
 
 
+# ----------------------------------------------------------------------------- the instructor's term (issue 35)
+from course_pe.coursework import exports, feedback, rubrics, term, written  # noqa: E402
+from course_pe.coursework import statistics as course_statistics  # noqa: E402
+
+_TERM_DIR = tempfile.TemporaryDirectory(prefix="course_pe_bad_input_term_")
+_CANVAS_ROSTER = "Student,ID,SIS User ID,SIS Login ID,Section\n\"Lovelace, Ada\",1,S1,ada,A\n"
+
+
+def _term_book() -> Gradebook:
+    return Gradebook(_TERM_DIR.name + "/grades")
+
+
+def _roster_table() -> roster.RosterTable:
+    return roster.read_roster_table(_roster_file(_CANVAS_ROSTER))
+
+
+def _assignment_info(kind: str = "coding") -> exports.AssignmentInfo:
+    return exports.AssignmentInfo("relative", kind, (("t5_bucket", 1.0), ("alibi_slopes", 1.0)))
+
+
+def _result() -> exports.Result:
+    return exports.Result("ada", "relative", 2.0, 1.0, 1.0, "complete", "",
+                          [("t5_bucket", "passed", 1.0, 1.0), ("alibi_slopes", "failed", 0.0, 1.0)])
+
+
+def _marking_sheet() -> str:
+    folder = tempfile.mkdtemp(dir=_TERM_DIR.name) + "/why_order-written"
+    import os
+
+    os.makedirs(folder)
+    header = ["student", "name"] + [x for r in rubrics.rubrics_for_chapter("why_order")
+                                    for x in (f"{r.label} (max {r.points:g})", f"{r.label} comment")]
+    with open(f"{folder}/marking.csv", "w", encoding="utf-8") as fh:
+        fh.write(",".join(header) + "\n" + "ada,Ada,1,ok" + ",,," * 0 + "\n")
+    return f"{folder}/marking.csv"
+
+
+BAD_BOOK = st.sampled_from([None, "grades", 3, object()])
+REGISTRY.update({
+    "exercises.Exercise.adapt": Case(
+        exercises.Exercise.adapt, lambda: dict(fn=lambda attn, layer, s: None), {"fn": NOT_CALLABLE},
+        call=lambda **kw: exercises.EXERCISES["t5_position_bias"].adapt(**kw),
+        extremes=[dict(fn=print)],
+    ),
+    "exports.StoredRoster": Case(
+        exports.StoredRoster, lambda: dict(header=("Student", "SIS Login ID"), rows=(("Ada", "ada"),), students=("ada",),
+                                           names=("Ada",), id_column=1),
+        {"header": st.sampled_from([["Student"], "Student", (3,), None]),
+         "rows": st.sampled_from([[("Ada", "ada")], (("Ada",),), ((3, 4),), None]),
+         "students": st.sampled_from([("../x",), ["ada"], (3,), ("a b",)]),
+         "names": st.sampled_from([["Ada"], (3,), (), None]),
+         "id_column": st.sampled_from([2, -1, 1.5, "1", None, True]), "source": BAD_TEXT},
+        mentions={"rows": "rows"},
+        extremes=[dict(header=(), rows=(), students=(), names=(), id_column=0, header_=None) if False else
+                  dict(source="roster.csv")],
+    ),
+    "exports.late_penalty": Case(
+        exports.late_penalty, lambda: dict(rule="10%/day", late_seconds=3600.0),
+        {"rule": st.sampled_from([3, b"zero", "lots", "10%", "200%/day"]), "late_seconds": bad_float()},
+        extremes=[dict(rule=None), dict(rule="zero", late_seconds=-5.0), dict(rule="0.5%/hour", late_seconds=1e12)],
+    ),
+    "exports.parse_due": Case(
+        exports.parse_due, lambda: dict(text="2026-12-05T23:59"),
+        {"text": st.one_of(BAD_TEXT, st.sampled_from(["tomorrow", "", "2026-13-01", "12/05/2026"]))},
+        extremes=[dict(text="2026-12-05"), dict(text="2026-12-05T23:59:59Z"), dict(text="0001-01-02T00:00+00:00")],
+    ),
+    "exports.parse_late_rule": Case(
+        exports.parse_late_rule, lambda: dict(text="10%/day"),
+        {"text": st.one_of(BAD_TEXT, st.sampled_from(["", "10", "0%/day", "101%/day", "5%/week", "-1%/day"]))},
+        extremes=[dict(text="none"), dict(text=" ZERO "), dict(text="100%/hour"), dict(text="0.001%/day")],
+    ),
+    "feedback.feedback_text": Case(
+        feedback.feedback_text, lambda: dict(result=_result(), info=_assignment_info(), report=None),
+        {"result": st.sampled_from([None, "ada", {"student": "ada"}]),
+         "info": st.sampled_from([None, "relative", ("relative", "coding")]),
+         "report": st.sampled_from(["{}", [1], 3]), "name": BAD_TEXT},
+        extremes=[dict(report={"exercises": [], "cell_errors": ["cell 3 ('x'): boom"], "problems": ["late"]}),
+                  dict(info=_assignment_info("written"), name="Ada Lovelace")],
+    ),
+    "statistics.hidden_ranges": Case(
+        course_statistics.hidden_ranges, lambda: dict(exercises=["t5_bucket", "alibi_slopes"], reports=[]),
+        {"exercises": st.sampled_from([None, "t5_bucket", [3], ["no_such_exercise"]]),
+         "reports": st.sampled_from([None, {}, ["report"], [3]])},
+        extremes=[dict(exercises=[], reports=[{"seed": 1, "exercises": [{"exercise": "x"}]}]),
+                  dict(reports=[{"seed": 3, "exercises": [{"exercise": "t5_bucket", "status": "passed"},
+                                                          {"exercise": "alibi_slopes", "status": "passed"}]}])],
+    ),
+    "statistics.statistics_text": Case(
+        course_statistics.statistics_text, lambda: dict(info=_assignment_info(), results=[_result()], reports={}),
+        {"info": st.sampled_from([None, "relative"]), "results": st.sampled_from([None, [None], ["ada"], _result()]),
+         "reports": st.sampled_from([None, [], {"ada": 3}, {3: {}}]), "roster_size": bad_int(0)},
+        extremes=[dict(results=[]), dict(info=_assignment_info("written"), roster_size=0),
+                  dict(roster_size=10**6)],
+    ),
+    "gradebook.Gradebook.store_roster": Case(
+        Gradebook.store_roster, lambda: dict(table=_roster_table()),
+        {"table": st.sampled_from([None, "roster.csv", [("ada",)], {"header": []}]), "source": BAD_TEXT},
+        call=lambda **kw: _term_book().store_roster(**kw),
+        extremes=[dict(source="Canvas export (1).csv")],
+    ),
+    "gradebook.Gradebook.set_assignment": Case(
+        Gradebook.set_assignment, lambda: dict(assignment="relative", due=None, late_rule=None),
+        {"assignment": st.sampled_from([None, 3, "", "../x", ".hidden", "a b"]),
+         "due": st.sampled_from([3, "tomorrow", "2026-12-05T23:59", b"2026"]),
+         "late_rule": st.sampled_from([3, "lots", "10 %/day", "10%/Day"])},
+        call=lambda **kw: _term_book().set_assignment(**kw),
+        extremes=[dict(due="2026-12-05T22:59:00+00:00", late_rule="10%/day"), dict(assignment="why_order-written")],
+    ),
+    "gradebook.Gradebook.record_submission": Case(
+        Gradebook.record_submission,
+        lambda: dict(student="ada", assignment="relative", submitted_at="2026-12-01T10:00:00+00:00", source="TIMES"),
+        {"student": st.sampled_from([None, 3, "", "a b", "../x"]), "assignment": st.sampled_from([None, "", "../x"]),
+         "submitted_at": st.sampled_from([None, 3, "yesterday", "2026-12-01T10:00:00"]),
+         "source": st.sampled_from([None, 3, ""])},
+        call=lambda **kw: _term_book().record_submission(**kw),
+        extremes=[dict(student="x" * 128, submitted_at="0001-01-01T00:00:00+00:00", source="file time")],
+    ),
+    "nbgrader_autograde.RestoreReleasedCells": Case(
+        nbgrader_autograde.RestoreReleasedCells, lambda: dict(),
+        {"config": st.sampled_from([3, "x", {"a": 1}, ["c"]])},
+        extremes=[dict(config=None)],
+    ),
+    "nbgrader_autograde.RestoreReleasedCells.preprocess": Case(
+        nbgrader_autograde.RestoreReleasedCells.preprocess,
+        lambda: dict(nb=nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("answer")]),
+                     resources={"nbgrader": {"db_url": "sqlite:///gradebook.db", "notebook": "n", "assignment": "a"}}),
+        {"nb": st.sampled_from([None, "nb", {"cells": []}, 3]),
+         "resources": st.sampled_from([None, "r", [1], {}, {"nbgrader": {"db_url": "x"}},
+                                       {"nbgrader": {"db_url": "", "notebook": "n", "assignment": "a"}}])},
+        call=lambda **kw: nbgrader_autograde.RestoreReleasedCells().preprocess(**kw),
+        extremes=[dict(nb=nbformat.v4.new_notebook())],
+    ),
+    "roster.RosterTable": Case(
+        roster.RosterTable, lambda: dict(header=("SIS Login ID",), rows=(("ada",),), id_column=0,
+                                         entries=(roster.RosterEntry("ada"),)),
+        {"header": st.sampled_from([["SIS Login ID"], "SIS Login ID", (3,), None]),
+         "rows": st.sampled_from([[("ada",)], (("ada", "x"),), ((3,),), None]),
+         "id_column": st.sampled_from([1, -1, 0.0, "0", True, None]),
+         "entries": st.sampled_from([None, ("ada",), (), [roster.RosterEntry("ada")]])},
+        extremes=[dict(header=("a", "b"), rows=(("x", "ada"),), id_column=1)],
+    ),
+    "roster.read_roster_table": Case(
+        roster.read_roster_table, lambda: dict(path=_roster_file(_CANVAS_ROSTER)),
+        {"path": st.one_of(BAD_PATH, st.just(f"{tempfile.gettempdir()}/course_pe_no_such_roster.csv")),
+         "id_column": st.sampled_from([3, b"id", ["id"], "no such column"])},
+        extremes=[dict(path=_roster_file("First name,Last name,Email address\nAda,Lovelace,ada@uni.edu\n")),
+                  dict(id_column="SIS User ID")],
+    ),
+    "rubrics.Criterion": Case(
+        rubrics.Criterion, lambda: dict(points=1, text="A criterion."),
+        {"points": st.sampled_from([0, -1, None, "1", True, math.nan]), "text": st.one_of(BAD_TEXT, st.just("  "))},
+        extremes=[dict(points=0.25), dict(points=100, text="x" * 10_000)],
+    ),
+    "rubrics.Rubric": Case(
+        rubrics.Rubric, lambda: dict(label="ex-x", chapter="relative", kind="written",
+                                     criteria=(rubrics.Criterion(1, "A."),)),
+        {"label": BAD_TEXT, "chapter": st.sampled_from([None, "nowhere", 3]),
+         "kind": st.sampled_from([None, "essay", 3]), "criteria": st.sampled_from([None, (), ("A.",), [1]])},
+        extremes=[dict(kind="coding", criteria=tuple(rubrics.Criterion(1, f"{i}.") for i in range(50)))],
+    ),
+    "rubrics.rubric_text": Case(
+        rubrics.rubric_text, lambda: dict(rubric=rubrics.RUBRICS["ex-relative-shaw-count"]),
+        {"rubric": st.sampled_from([None, "ex-relative-shaw-count", 3, {"label": "x"}])},
+        extremes=[dict(rubric=rubrics.Rubric("x", "relative", "proof", (rubrics.Criterion(0.5, "a_b * c."),)))],
+    ),
+    "rubrics.rubrics_for_chapter": Case(
+        rubrics.rubrics_for_chapter, lambda: dict(chapter="why_order"), {"chapter": BAD_TEXT},
+        extremes=[dict(chapter=""), dict(chapter="no such chapter"), dict(chapter="errata")],
+    ),
+    "term.TermSettings": Case(
+        term.TermSettings, lambda: dict(),
+        {"due": st.sampled_from([3, "2026-12-05T23:59", "tomorrow"]), "late_rule": st.sampled_from([3, "lots", "10 %/day"]),
+         "times": st.sampled_from([None, [("ada", "x")], {"ada": 3}]), "has_times": BAD_BOOL},
+        extremes=[dict(due="2026-12-05T22:59:00+00:00", late_rule="zero", times={"ada": "2026-12-01T00:00:00+00:00"},
+                       has_times=True)],
+    ),
+    "term.TermSettings.apply": Case(
+        term.TermSettings.apply, lambda: dict(book=_term_book(), assignment="relative"),
+        {"book": BAD_BOOK, "assignment": BAD_TEXT},
+        call=lambda **kw: term.TermSettings(late_rule="zero").apply(**kw),
+        extremes=[dict(assignment="why_order-written")],
+    ),
+    "term.TermSettings.record_path": Case(
+        term.TermSettings.record_path,
+        lambda: dict(book=_term_book(), student="ada", assignment="relative", path=_roster_file("x")),
+        {"book": BAD_BOOK, "student": BAD_TEXT, "assignment": BAD_TEXT, "path": BAD_PATH},
+        call=lambda **kw: term.TermSettings().record_path(**kw),
+        extremes=[dict(path=f"{tempfile.gettempdir()}/course_pe_no_such_file.ipynb")],
+    ),
+    "term.TermSettings.record_submission": Case(
+        term.TermSettings.record_submission,
+        lambda: dict(book=_term_book(), report=GradeReport(student="ada", notebook="n", assignment="relative"),
+                     dir_fd=None, entry=None),
+        {"book": BAD_BOOK, "report": st.sampled_from([None, "ada", {"student": "ada"}]),
+         "dir_fd": st.sampled_from([-1, "3", 1.5, True]), "entry": st.sampled_from(["ada.ipynb", 3, {"raw": b"x"}])},
+        call=lambda **kw: term.TermSettings(times={"ada": "2026-12-01T00:00:00+00:00"}).record_submission(**kw),
+        extremes=[dict(entry=roster.Intake("ada.ipynb", "ada", "grade", raw=b"ada.ipynb"))],
+    ),
+    "term.file_time": Case(
+        term.file_time, lambda: dict(path=_roster_file("x")),
+        {"path": st.sampled_from([None, 3, ["x"], "", b""]), "dir_fd": st.sampled_from([-1, "3", 1.5, True])},
+        extremes=[dict(path=tempfile.gettempdir())],
+    ),
+    "term.read_times": Case(
+        term.read_times, lambda: dict(path=_roster_file("SIS Login ID,submitted_at\nada,2026-12-01T10:00\n")),
+        {"path": st.one_of(BAD_PATH, st.just(_roster_file("SIS Login ID\nada\n")),
+                           st.just(_roster_file("SIS Login ID,submitted_at\nada,yesterday\n"))),
+         "id_column": st.sampled_from([3, b"x", "no such column"])},
+        extremes=[dict(path=_roster_file("username;timestamp\nada;2026-12-01\nbob;\n")), dict(id_column="SIS Login ID")],
+    ),
+    "written.WrittenMark": Case(
+        written.WrittenMark, lambda: dict(exercise="ex-x", score=1.0, max_score=2.0, status="marked", message=""),
+        {"exercise": st.one_of(BAD_TEXT, st.just("")), "score": st.one_of(bad_float(0.0, strict=False), st.just(3.0)),
+         "max_score": bad_float(0.0, strict=False), "status": bad_choice(("marked", "not graded")), "message": BAD_TEXT},
+        mentions={"max_score": "max_score"},
+        extremes=[dict(score=0.0, max_score=0.0), dict(status="not graded", message="not marked yet")],
+    ),
+    "written.WrittenReport": Case(
+        written.WrittenReport, lambda: dict(student="ada", assignment="why_order-written", notebook="marking.csv"),
+        {"student": st.sampled_from([None, "", "a b", "../x"]), "assignment": st.sampled_from([None, "why_order", 3]),
+         "notebook": BAD_TEXT, "exercises": st.sampled_from([None, ["ex"], ("x",)]), "seed": bad_int(0),
+         "cell_errors": st.sampled_from([None, "x", [3]]), "problems": st.sampled_from([None, "x", [3]])},
+        extremes=[dict(exercises=[written.WrittenMark("ex-x", 1.0, 1.0, "marked", "ok")])],
+    ),
+    "written.main": Case(
+        written.main, lambda: dict(argv=["sheet", "no-such-chapter", "--grades", _TERM_DIR.name + "/g"]),
+        {"argv": BAD_ARGV}, extremes=[dict(argv=["record", "/no/such/why_order-written/marking.csv"])],
+    ),
+    "written.read_sheet": Case(
+        written.read_sheet, lambda: dict(sheet=_marking_sheet(), chapter="why_order"),
+        {"sheet": st.one_of(BAD_PATH, st.just(_roster_file("student,name\n"))),
+         "chapter": st.one_of(BAD_TEXT, st.sampled_from(["errata", "relativ", ""]))},
+        mentions={"sheet": "sheet"},
+        extremes=[dict(sheet=_roster_file(""), chapter="why_order") if False else dict(chapter="why_order")],
+    ),
+    "written.record_sheet": Case(
+        written.record_sheet, lambda: dict(sheet=_marking_sheet(), grades=_TERM_DIR.name + "/marks", replace=True),
+        {"sheet": st.one_of(BAD_PATH, st.just(_roster_file("x"))), "grades": BAD_PATH, "replace": BAD_BOOL},
+        extremes=[dict(replace=True)],
+    ),
+    "written.write_sheet": Case(
+        written.write_sheet, lambda: dict(chapter="why_order", grades=tempfile.mkdtemp(dir=_TERM_DIR.name) + "/g",
+                                          roster=_roster_file(_CANVAS_ROSTER)),
+        {"chapter": st.one_of(BAD_TEXT, st.sampled_from(["errata", "nowhere"])), "grades": BAD_PATH,
+         "roster": st.one_of(BAD_PATH.filter(lambda v: v is not None), st.just(_roster_file("nothing\n"))),
+         "roster_column": st.sampled_from([3, b"x", "no such column"])},
+        mentions={"roster": "roster"},
+        extremes=[dict(roster_column="SIS Login ID")],
+    ),
+})
+
 def public_callables() -> set[str]:
     """``module.name`` for every public function and class, ``module.Class.method`` for public methods."""
     names: set[str] = set()

@@ -335,7 +335,8 @@ def test_names_that_differ_in_case_are_one_student(tmp_path, capsys):
     assert "already has a grade" in capsys.readouterr().err
     assert main([str(path), "--student", "BOB", "--assignment", "relative", "--out", str(out), "--replace"]) == 0
     assert list(wide(out)) == ["BOB"]
-    assert sorted(p.name for p in (out / "relative").iterdir()) == ["BOB.json"]
+    assert sorted(p.name for p in (out / "relative").glob("*.json")) == ["BOB.json"]
+    assert sorted(p.name for p in (out / "relative" / "feedback").iterdir()) == ["BOB.txt"]  # bob's is gone too
     batch = tmp_path / "batch" / "relative"
     batch.mkdir(parents=True)
     notebook(batch, "bob", GOOD_T5, GOOD_SLOPES)

@@ -262,7 +262,8 @@ class Exercise:
 
     def adapt(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` as the cases call it: through the exercise's harness when it has one (run here, in this process),
-        else ``fn`` itself."""
+        else ``fn`` itself (a callable)."""
+        check_callable("fn", fn)
         if not self.harness:
             return fn
         namespace: dict[str, Any] = {self.function: fn}

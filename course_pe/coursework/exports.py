@@ -59,23 +59,8 @@ from typing import Any, Callable
 
 from .._validation import check_str
 
-__all__ = [
-    "AssignmentInfo",
-    "CANVAS_IMPORTER",
-    "MOODLE_IMPORTER",
-    "Result",
-    "StoredRoster",
-    "assignment_title",
-    "canvas_rows",
-    "csv_text",
-    "late_penalty",
-    "moodle_rows",
-    "parse_due",
-    "parse_late_rule",
-    "results",
-    "wide_rows",
-    "write_exports",
-]
+# (AssignmentInfo, Result, results, the *_rows functions, csv_text and write_exports are the gradebook's internals)
+__all__ = ["CANVAS_IMPORTER", "MOODLE_IMPORTER", "StoredRoster", "late_penalty", "parse_due", "parse_late_rule"]
 
 #: Where Canvas's import rules come from: Instructure's importer, canvas-lms ``app/models/gradebook_importer.rb``
 #: (the header test ``row[0].include?("Student") && row[1].include?("ID")`` with "Section" closing the student
@@ -125,12 +110,29 @@ class StoredRoster:
     source: str = ""
 
     def __post_init__(self) -> None:
+        from .._validation import check_int
+        from .names import validate_name
+
+        for name in ("header", "students", "names"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+                raise TypeError(f"{name} must be a tuple of str, got {type(value).__name__}")
+        if not isinstance(self.rows, tuple) or not all(
+                isinstance(r, tuple) and all(isinstance(c, str) for c in r) for r in self.rows):
+            raise TypeError("rows must be a tuple of tuples of str")
         if not (len(self.rows) == len(self.students) == len(self.names)):
             raise ValueError("rows, students and names must have one entry per student")
         if any(len(r) != len(self.header) for r in self.rows):
-            raise ValueError("every row must have one cell per header column")
-        if not 0 <= self.id_column < len(self.header):
+            raise ValueError("rows: every row must have one cell per header column")
+        for student in self.students:
+            try:
+                validate_name(student)
+            except ValueError as error:
+                raise ValueError(f"students: {error}") from None
+        check_int("id_column", self.id_column, minimum=0)
+        if self.id_column >= len(self.header):
             raise ValueError(f"id_column {self.id_column} is not a column of the header")
+        check_str("source", self.source)
 
     def name_of(self) -> dict[str, str]:
         return {s.lower(): n for s, n in zip(self.students, self.names)}
@@ -194,7 +196,8 @@ def parse_due(text: str) -> str:
     try:
         when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"DUE must be a date and time such as 2026-12-05T23:59 or 2026-12-05T23:59+01:00, got {text!r}") \
+        raise ValueError(f"the text of DUE must be a date and time such as 2026-12-05T23:59 or "
+                         f"2026-12-05T23:59+01:00, got {text!r}") \
             from None
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw):
         when = when.replace(hour=23, minute=59, second=59)
@@ -215,13 +218,22 @@ def parse_late_rule(text: str) -> str:
         return rule
     match = _RULE.fullmatch(rule)
     if match is None or not 0 < float(match.group("percent")) <= 100:
-        raise ValueError(f"LATE must be {LATE_RULES_HELP}, got {text!r}")
+        raise ValueError(f"the text of LATE must be {LATE_RULES_HELP}, got {text!r}")
     return f"{float(match.group('percent')):g}%/{match.group('unit')}"
 
 
 def late_penalty(rule: str | None, late_seconds: float) -> float:
-    """The fraction of the maximum that ``rule`` takes from a submission ``late_seconds`` after the due date (0 when it
-    was on time), between 0 and 1."""
+    """The fraction of the maximum that ``rule`` (a late rule, or None for none) takes from a submission
+    ``late_seconds`` (a finite number) after the due date (0 when it was on time), between 0 and 1."""
+    from .._validation import check_float, check_optional_str
+
+    rule = check_optional_str("rule", rule)
+    late_seconds = check_float("late_seconds", late_seconds)
+    if rule is not None:
+        try:
+            rule = parse_late_rule(rule)
+        except ValueError:
+            raise ValueError(f"rule must be {LATE_RULES_HELP}, got {rule!r}") from None
     if not rule or late_seconds <= 0 or rule == "none":
         return 0.0
     if rule == "zero":
@@ -577,10 +589,15 @@ def write_exports(folder: Path, rows: list[dict[str, Any]], assignments: dict[st
         reports = _reports(folder / assignment)
         write(statistics, statistics_text(assignments[assignment], list(mine.values()), reports,
                                           len(roster.students) if roster is not None else None))
+        current = set()
         for (student, _), result in mine.items():
             write(folder / assignment / "feedback" / f"{student}.txt",
                   feedback_text(result, assignments[assignment], reports.get(student.lower()),
                                 names.get(student.lower(), "")))
+            current.add(f"{student}.txt")
+        for old in (folder / assignment / "feedback").glob("*.txt"):  # a student regraded under another spelling
+            if old.name not in current:
+                old.unlink()
         write(stamp, key)
     return written
 

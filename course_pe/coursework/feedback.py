@@ -21,8 +21,18 @@ _NOT_GRADED = ("This exercise was not graded: the grader could not finish runnin
 
 
 def feedback_text(result: Result, info: AssignmentInfo, report: dict[str, Any] | None, name: str = "") -> str:
-    """The feedback of one student for one assignment (``report``: the JSON report of the latest grading, if any;
-    ``name``: the roster's display name)."""
+    """The feedback of one student for one assignment (``result``: a :class:`~course_pe.coursework.exports.Result`,
+    ``info``: its :class:`~course_pe.coursework.exports.AssignmentInfo`; ``report``: the JSON report of the latest
+    grading as a dict, or None; ``name``: the roster's display name)."""
+    from .._validation import check_str
+
+    if not isinstance(result, Result):
+        raise TypeError(f"result must be an exports.Result, got {type(result).__name__}")
+    if not isinstance(info, AssignmentInfo):
+        raise TypeError(f"info must be an exports.AssignmentInfo, got {type(info).__name__}")
+    if report is not None and not isinstance(report, dict):
+        raise TypeError(f"report must be None or a dict (a JSON report), got {type(report).__name__}")
+    check_str("name", name)
     who = f"{name} ({result.student})" if name else result.student
     kind = {"coding": "coding exercises", "written": "written exercises"}.get(info.kind, "exercises")
     lines = [f"Positional Encoding, Corrected: {result.assignment.removesuffix('-written')} ({kind})", f"Student: {who}"]

@@ -246,8 +246,11 @@ class Gradebook:
     def store_roster(self, table: Any, source: str = "") -> None:
         """Keep ``table`` (a :class:`course_pe.coursework.roster.RosterTable`) as the class list of the exports,
         replacing the one kept before; ``source``: where it came from (its file name), for the record."""
-        if not all(hasattr(table, a) for a in ("header", "rows", "entries", "id_column")):
-            raise TypeError(f"table must be a RosterTable, got {type(table).__name__}")
+        from .roster import RosterTable
+
+        if not isinstance(table, RosterTable):
+            raise TypeError(f"table must be a RosterTable (roster.read_roster_table), got {type(table).__name__}")
+        check_str("source", source)
         connection = self._connect()
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -292,7 +295,26 @@ class Gradebook:
     def set_assignment(self, assignment: str, *, due: str | None, late_rule: str | None) -> None:
         """Set ``assignment``'s due date (UTC ISO 8601, see :func:`course_pe.coursework.exports.parse_due`) and late
         rule (:func:`~course_pe.coursework.exports.parse_late_rule`); None keeps what was set before."""
-        check_str("assignment", assignment)
+        _check_assignment(assignment)
+        if due is not None:
+            check_str("due", due)
+            try:
+                when = datetime.fromisoformat(due)
+            except ValueError:
+                raise ValueError(f"due must be a date and time in ISO 8601, got {due!r}") from None
+            if when.tzinfo is None:
+                raise ValueError(f"due must carry its time zone (exports.parse_due gives UTC), got {due!r}")
+        if late_rule is not None:
+            from .exports import parse_late_rule
+
+            check_str("late_rule", late_rule)
+            try:
+                parse_late_rule(late_rule)
+            except ValueError as error:
+                raise ValueError(f"late_rule: {error}") from None
+            if parse_late_rule(late_rule) != late_rule:
+                raise ValueError(f"late_rule must be in its normal form ({parse_late_rule(late_rule)!r}), got "
+                                 f"{late_rule!r}")
         connection = self._connect()
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -308,7 +330,20 @@ class Gradebook:
     def record_submission(self, student: str, assignment: str, submitted_at: str, source: str) -> None:
         """Record when ``student``'s graded notebook for ``assignment`` was submitted (UTC ISO 8601) and how that is
         known (``source``: "file time", "TIMES")."""
-        validate_name(student)
+        try:
+            validate_name(student)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"student: {error}") from None
+        _check_assignment(assignment)
+        check_str("submitted_at", submitted_at)
+        try:
+            if datetime.fromisoformat(submitted_at).tzinfo is None:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"submitted_at must be a date and time in ISO 8601 with its time zone, got "
+                             f"{submitted_at!r}") from None
+        if not check_str("source", source):
+            raise ValueError("source must not be empty")
         connection = self._connect()
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -333,6 +368,14 @@ class Gradebook:
             due, rule = settings.get(assignment, (None, None))
             found[assignment] = AssignmentInfo(assignment, kind, exercises, due, rule)
         return found
+
+
+def _check_assignment(assignment: object) -> str:
+    """``assignment`` if it is a valid assignment name (letters, digits, ``. _ -``, not starting with a dot)."""
+    check_str("assignment", assignment)
+    if not assignment or not all(ch.isalnum() or ch in "._-" for ch in assignment) or assignment.startswith("."):
+        raise ValueError(f"invalid assignment {assignment!r}: letters, digits, '.', '_' and '-'")
+    return assignment  # type: ignore[return-value]
 
 
 def _assignment_exercises(assignment: str, rows: list[dict[str, Any]]) -> tuple[str, tuple[tuple[str, float], ...]]:

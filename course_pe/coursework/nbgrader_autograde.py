@@ -155,6 +155,15 @@ class RestoreReleasedCells(NbGraderPreprocessor):
     ``ClearHiddenTests`` and ``ClearMarkScheme``), it puts the instructor's source back, so that the checksums agree.
     A cell the student changed is left as it is, and nbgrader warns about it and restores it as before."""
 
+    def __init__(self, *, config: Any = None, **kwargs: Any) -> None:
+        if config is not None:
+            from traitlets.config import Config
+
+            if not isinstance(config, Config):
+                raise TypeError(f"config must be a traitlets Config, got {type(config).__name__}")
+            kwargs["config"] = config
+        super().__init__(**kwargs)
+
     def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:
         """Restore the untouched locked cells of ``nb`` (``resources``: nbgrader's, with the gradebook's URL and the
         notebook's and assignment's ids)."""
@@ -166,14 +175,18 @@ class RestoreReleasedCells(NbGraderPreprocessor):
         info = resources.get("nbgrader") if isinstance(resources, dict) else None
         if not isinstance(info, dict) or not all(k in info for k in ("db_url", "notebook", "assignment")):
             raise TypeError("resources must be nbgrader's, with its db_url, notebook and assignment")
+        for key in ("db_url", "notebook", "assignment"):
+            if not isinstance(info[key], str) or not info[key]:
+                raise ValueError(f"resources['nbgrader'][{key!r}] must be a non-empty str, got {info[key]!r}")
         hidden = ClearHiddenTests(config=self.config)
         scheme = ClearMarkScheme(config=self.config)
         restored = 0
+        graded = [(cell, cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")) for cell in nb.cells]
+        graded = [(cell, grade_id) for cell, grade_id in graded if grade_id]
+        if not graded:
+            return nb, resources
         with Gradebook(info["db_url"]) as gradebook:
-            for cell in nb.cells:
-                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-                if not grade_id:
-                    continue
+            for cell, grade_id in graded:
                 try:
                     source_cell = gradebook.find_source_cell(grade_id, info["notebook"], info["assignment"])
                 except MissingEntry:

@@ -121,6 +121,20 @@ class RosterTable:
     id_column: int
     entries: tuple[RosterEntry, ...]
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.header, tuple) or not all(isinstance(h, str) for h in self.header):
+            raise TypeError(f"header must be a tuple of str, got {type(self.header).__name__}")
+        if not isinstance(self.rows, tuple) or not all(
+                isinstance(r, tuple) and len(r) == len(self.header) and all(isinstance(c, str) for c in r)
+                for r in self.rows):
+            raise TypeError("rows must be a tuple of tuples of str, one cell per header column")
+        if isinstance(self.id_column, bool) or not isinstance(self.id_column, int) or \
+                not 0 <= self.id_column < len(self.header):
+            raise ValueError(f"id_column must be the index of a header column, got {self.id_column!r}")
+        if not isinstance(self.entries, tuple) or not all(isinstance(e, RosterEntry) for e in self.entries) or \
+                len(self.entries) != len(self.rows):
+            raise TypeError("entries must be a tuple of RosterEntry, one per row")
+
 
 def read_roster_table(path: Path, id_column: str | None = None) -> RosterTable:
     """The roster CSV ``path`` with every column kept (see :class:`RosterTable`); the same checks and errors as

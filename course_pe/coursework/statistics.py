@@ -62,7 +62,16 @@ _FAILED_CASE = re.compile(r"^(?P<hidden>hidden )?case (?P<n>\d+) of (?P<total>\d
 def hidden_ranges(exercises: list[str], reports: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple[float, bool]]]]:
     """For each exercise of ``exercises`` and each feature of :data:`FEATURES`, the (value, failed) pairs of every hidden
     case the students of ``reports`` ran (their cases drawn again from each report's seed, in the grader's order:
-    one generator for the report's exercises in turn). Reports whose exercise list is not ``exercises`` are skipped."""
+    one generator for the report's exercises in turn). Reports whose exercise list is not ``exercises`` are skipped.
+    ``exercises``: registered exercise ids; ``reports``: a list of JSON reports (dicts)."""
+    from .._validation import check_str_sequence
+
+    check_str_sequence("exercises", exercises)
+    unknown = [e for e in exercises if e not in EXERCISES]
+    if unknown:
+        raise ValueError(f"exercises: unknown exercise(s) {unknown}")
+    if not isinstance(reports, list) or not all(isinstance(r, dict) for r in reports):
+        raise TypeError("reports must be a list of dicts (JSON reports)")
     out: dict[str, dict[str, list[tuple[float, bool]]]] = {e: {} for e in exercises}
     for report in reports:
         graded = [e.get("exercise") for e in report.get("exercises", []) if isinstance(e, dict)]
@@ -118,7 +127,20 @@ def _number(x: float) -> str:
 
 def statistics_text(info: AssignmentInfo, results: list[Result], reports: dict[str, dict[str, Any]],
                     roster_size: int | None = None) -> str:
-    """The statistics of one assignment (see the module docstring)."""
+    """The statistics of one assignment (see the module docstring): ``info`` an
+    :class:`~course_pe.coursework.exports.AssignmentInfo`, ``results`` a list of
+    :class:`~course_pe.coursework.exports.Result`, ``reports`` the JSON reports by student (lower case),
+    ``roster_size`` the class list's length or None."""
+    from .._validation import check_int
+
+    if not isinstance(info, AssignmentInfo):
+        raise TypeError(f"info must be an exports.AssignmentInfo, got {type(info).__name__}")
+    if not isinstance(results, list) or not all(isinstance(r, Result) for r in results):
+        raise TypeError("results must be a list of exports.Result")
+    if not isinstance(reports, dict) or not all(isinstance(k, str) and isinstance(v, dict) for k, v in reports.items()):
+        raise TypeError("reports must be a dict of JSON reports (dicts) by student")
+    if roster_size is not None:
+        roster_size = check_int("roster_size", roster_size, minimum=0)
     complete = [r for r in results if r.status == "complete"]
     waiting = [r for r in results if r.status != "complete"]
     lines = [f"Class statistics: {info.title} (maximum {info.max_score:g})",

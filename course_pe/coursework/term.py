@@ -25,9 +25,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .._validation import check_optional_str, check_path
+from .._validation import check_optional_str, check_path, check_str
 from .exports import parse_due, parse_late_rule
-from .roster import ID_COLUMNS
+from .roster import ID_COLUMNS, Intake
 
 __all__ = ["TermSettings", "file_time", "read_times"]
 
@@ -39,7 +39,14 @@ def _key(text: str) -> str:
 
 
 def file_time(path: Path | bytes | str, dir_fd: int | None = None) -> str:
-    """The modification time of ``path`` (not following a link), UTC ISO 8601."""
+    """The modification time of ``path`` (a path, or a name in bytes relative to ``dir_fd``, a folder's descriptor),
+    not following a link, as UTC ISO 8601; ``OSError`` when it cannot be examined."""
+    if not isinstance(path, bytes):
+        path = check_path("path", path)
+    elif not path:
+        raise ValueError("path must not be empty")
+    if dir_fd is not None and (isinstance(dir_fd, bool) or not isinstance(dir_fd, int) or dir_fd < 0):
+        raise ValueError(f"dir_fd must be None or a file descriptor (an int >= 0), got {dir_fd!r}")
     info = os.lstat(path, dir_fd=dir_fd)
     return datetime.fromtimestamp(info.st_mtime, timezone.utc).isoformat(timespec="seconds")
 
@@ -48,23 +55,25 @@ def read_times(path: Path, id_column: str | None = None) -> dict[str, str]:
     """Submission times from the CSV file ``path``: student (lower case) -> UTC ISO 8601; ``ValueError`` naming the
     row at fault."""
     path = check_path("path", path)
+    id_column = check_optional_str("id_column", id_column)
     try:
         text = Path(path).read_bytes().decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"TIMES {str(path)!r} cannot be read as UTF-8 CSV ({exc})") from None
+        raise ValueError(f"the TIMES file (path) {str(path)!r} cannot be read as UTF-8 CSV ({exc})") from None
     try:
         dialect = csv.Sniffer().sniff(text[:8192], delimiters=",;\t")
     except csv.Error:
         dialect = csv.excel
     rows = list(csv.reader(io.StringIO(text), dialect))
     if not rows:
-        raise ValueError(f"TIMES {str(path)!r} is empty")
+        raise ValueError(f"the TIMES file (path) {str(path)!r} is empty")
     header = [_key(h) for h in rows[0]]
     wanted = [_key(id_column)] if id_column else list(ID_COLUMNS)
     who = next((header.index(c) for c in wanted if c in header), None)
     when = next((header.index(c) for c in TIME_COLUMNS if c in header), None)
     if who is None or when is None:
-        raise ValueError(f"TIMES needs a student column ({', '.join(wanted)}) and a time column "
+        raise ValueError(f"the TIMES file (path) needs a student column ({', '.join(wanted)}"
+                         + (", the id_column given" if id_column else "") + f") and a time column "
                          f"({', '.join(TIME_COLUMNS)}); its header is {rows[0]}")
     times = {}
     for number, row in enumerate(rows[1:], start=2):
@@ -77,7 +86,8 @@ def read_times(path: Path, id_column: str | None = None) -> dict[str, str]:
         try:
             times[student.lower()] = parse_due(value)
         except ValueError:
-            raise ValueError(f"TIMES row {number}: {value!r} is not a date and time (ISO 8601)") from None
+            raise ValueError(f"the TIMES file (path), row {number}: {value!r} is not a date and time (ISO 8601)") \
+                from None
     return times
 
 
@@ -90,6 +100,25 @@ class TermSettings:
     times: dict[str, str] = field(default_factory=dict)
     has_times: bool = False
 
+    def __post_init__(self) -> None:
+        from .._validation import check_bool
+
+        for name, parse in (("due", parse_due), ("late_rule", parse_late_rule)):
+            value = check_optional_str(name, getattr(self, name))
+            if value is None:
+                continue
+            try:
+                normal = parse(value)
+            except ValueError as error:
+                raise ValueError(f"{name}: {error}") from None
+            if normal != value:
+                raise ValueError(f"{name} must be in its normal form ({normal!r}, as TermSettings.make gives it), "
+                                 f"got {value!r}")
+        if not isinstance(self.times, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                       for k, v in self.times.items()):
+            raise TypeError("times must be a dict of str (student in lower case) to str (UTC ISO 8601)")
+        check_bool("has_times", self.has_times)
+
     @classmethod
     def make(cls, due: str | None, late: str | None, times: Path | None, id_column: str | None = None) -> "TermSettings":
         """From the command line's text (each None when not given); ``ValueError`` for anything malformed."""
@@ -100,12 +129,21 @@ class TermSettings:
 
     def apply(self, book: Any, assignment: str) -> None:
         """Keep the due date and rule given (if any) for ``assignment`` in the gradebook ``book``."""
+        _check_book(book)
+        check_str("assignment", assignment)
         if self.due is not None or self.late_rule is not None:
             book.set_assignment(assignment, due=self.due, late_rule=self.late_rule)
 
     def record_submission(self, book: Any, report: Any, dir_fd: int | None, entry: Any) -> None:
         """Record when ``report``'s notebook was submitted: from TIMES, else its file's time (``entry``: the folder
         entry, opened relative to ``dir_fd``)."""
+        _check_book(book)
+        if not isinstance(getattr(report, "student", None), str) or not isinstance(getattr(report, "assignment", None), str):
+            raise TypeError(f"report must be a GradeReport (with a student and an assignment), got {type(report).__name__}")
+        if entry is not None and not isinstance(entry, Intake):
+            raise TypeError(f"entry must be None or a roster.Intake, got {type(entry).__name__}")
+        if dir_fd is not None and (isinstance(dir_fd, bool) or not isinstance(dir_fd, int) or dir_fd < 0):
+            raise ValueError(f"dir_fd must be None or a file descriptor (an int >= 0), got {dir_fd!r}")
         student = report.student
         if student.lower() in self.times:
             book.record_submission(student, report.assignment, self.times[student.lower()], "TIMES")
@@ -122,6 +160,10 @@ class TermSettings:
 
     def record_path(self, book: Any, student: str, assignment: str, path: Path) -> None:
         """As :meth:`record_submission`, for one notebook given by its path."""
+        _check_book(book)
+        check_str("student", student)
+        check_str("assignment", assignment)
+        path = check_path("path", path)
         if student.lower() in self.times:
             book.record_submission(student, assignment, self.times[student.lower()], "TIMES")
             return
@@ -129,3 +171,10 @@ class TermSettings:
             book.record_submission(student, assignment, file_time(path), "file time")
         except OSError:
             pass
+
+
+def _check_book(book: object) -> None:
+    from .gradebook import Gradebook
+
+    if not isinstance(book, Gradebook):
+        raise TypeError(f"book must be a Gradebook, got {type(book).__name__}")

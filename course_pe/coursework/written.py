@@ -47,6 +47,16 @@ class WrittenMark:
     status: str
     message: str
 
+    def __post_init__(self) -> None:
+        from .._validation import check_choice, check_float
+
+        if not check_str("exercise", self.exercise):
+            raise ValueError("exercise must not be empty")
+        self.max_score = check_float("max_score", self.max_score, minimum=0.0)
+        self.score = check_float("score", self.score, minimum=0.0, maximum=self.max_score)
+        check_choice("status", self.status, ("marked", "not graded"))
+        check_str("message", self.message)
+
 
 @dataclass
 class WrittenReport:
@@ -59,6 +69,22 @@ class WrittenReport:
     seed: int = 0
     cell_errors: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from .._validation import check_int, check_str_sequence
+
+        try:
+            validate_name(self.student)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"student: {error}") from None
+        if not check_str("assignment", self.assignment).endswith("-written"):
+            raise ValueError(f"assignment must be <chapter>-written, got {self.assignment!r}")
+        check_str("notebook", self.notebook)
+        if not isinstance(self.exercises, list) or not all(isinstance(e, WrittenMark) for e in self.exercises):
+            raise TypeError("exercises must be a list of WrittenMark")
+        check_int("seed", self.seed, minimum=0)
+        check_str_sequence("cell_errors", self.cell_errors)
+        check_str_sequence("problems", self.problems)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"score": sum(e.score for e in self.exercises),
@@ -79,9 +105,15 @@ def write_sheet(chapter: str, grades: Path, roster: Path | None = None, roster_c
 
     chapter = _chapter(chapter)
     grades = check_path("grades", grades)
+    if roster_column is not None:
+        check_str("roster_column", roster_column)
     book = Gradebook(grades)
     if roster is not None:
-        table = read_roster_table(check_path("roster", roster), roster_column)
+        try:
+            table = read_roster_table(check_path("roster", roster), roster_column)
+        except ValueError as error:
+            raise ValueError(f"roster: {error}" + (f" (roster_column {roster_column!r})" if roster_column else "")) \
+                from None
         students = [(e.student, e.name) for e in table.entries]
         book.store_roster(table, Path(roster).name)  # the class list of the exports, as make grade keeps it
     else:
