@@ -335,3 +335,19 @@ def test_written_work_is_marked_into_the_same_exports(tmp_path):
     assert written.main(["record", str(sheet), "--grades", str(out)]) == 2
     assert written.main(["record", str(sheet), "--grades", str(out), "--replace"]) == 0
     assert written.main(["sheet", "errata", "--grades", str(out)]) == 2  # no exercise marked by hand there
+
+
+@needs_full_isolation
+def test_the_term_rehearsal_runs_the_guides_commands(tmp_path, capsys):
+    """tools/rehearse_term.py (the guide's "Running a term"): a small class through one coding and one written
+    assignment with make grade, make marking and make mark, the exports imported by Canvas's and Moodle's rules."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rehearse_term", ROOT / "tools" / "rehearse_term.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.main([str(tmp_path / "term"), "--students", "8", "--chapters", "relative,why_order"]) == 0
+    printed = capsys.readouterr().out
+    assert "Canvas: 8 of 8 students found" in printed and "every roster student imported" in printed
+    assert "$ DIR=" in printed and "make --no-print-directory grade" in printed and "make --no-print-directory mark" in printed
+    assert {r["student"] for r in _csv(tmp_path / "term" / "grades" / "attention.csv") if r["what"] == "late"}
