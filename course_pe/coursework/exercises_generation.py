@@ -8,12 +8,12 @@ last ``s`` of the ``t`` cached positions, so query ``j`` is at ``m = t - s + j``
 the bucket of ``n - m``, as T5 computes it, looked up in the layer's table.
 
 Its arguments are a module and a dictionary of tensors, which the grader cannot send into a sandbox, so the exercise
-has a **harness** (:data:`HARNESS`): code run after the student's answer cells, in the student's sandbox (and, for the
+has a **harness** (``HARNESS``): code run after the student's answer cells, in the student's sandbox (and, for the
 notebook's check, in the student's kernel), that rebinds ``t5_position_bias`` to a function of plain values
 ``(num_heads, num_buckets, max_distance, weight, batch, s, t)``: it builds a causal T5 attention layer with the bias
 table ``weight`` and a cache of ``t`` positions as ``run`` builds it, calls the student's function, and returns the
 answer broadcast to ``(batch, heads, s, t)`` (any shape that ``run`` can add to the logits is accepted). The verdict
-is computed by the grader from the table and T5's bucket function (:func:`course_pe.coursework.exercises._t5_buckets`,
+is computed by the grader from the table and T5's bucket function (``exercises._t5_buckets``,
 a transcription of T5's code), never from ``course_pe.t5``.
 """
 

@@ -1,10 +1,10 @@
 """What the gradebook exports: one result per student and assignment, and the files an instructor imports or sends.
 
 The gradebook (:mod:`course_pe.coursework.gradebook`) holds one row per student, assignment and exercise. This module
-turns those rows into *results* and writes the files made from them; :meth:`Gradebook.export` calls
-:func:`write_exports` under the database's lock after every grading run.
+turns those rows into *results* and writes the files made from them; ``Gradebook.export`` calls
+``write_exports`` under the database's lock after every grading run.
 
-**A result** (:class:`Result`) is one student's grade for one assignment, out of the assignment's **fixed maximum**
+**A result** (``Result``) is one student's grade for one assignment, out of the assignment's **fixed maximum**
 (the sum of its exercises' points: one per coding exercise of a chapter, a rubric's total for written work), whatever
 has been graded so far. It is *complete* when every exercise has a verdict (passed, failed, unreadable, or marked by
 hand). An exercise that was **not graded** (the grader could not run the submission: its sandbox did not start or was
@@ -26,13 +26,13 @@ Files, under the gradebook folder (mode 0600, written atomically):
 * ``grades_long.csv``: one row per student and exercise: score (empty when not graded), status, message, notebook,
   time, seed.
 * ``canvas.csv`` and ``<assignment>/canvas.csv``: Canvas's gradebook import (every assignment / one assignment), laid
-  out as Canvas's own importer reads a file (:data:`CANVAS_IMPORTER`): the student columns ``Student``, ``ID``,
+  out as Canvas's own importer reads a file (``CANVAS_IMPORTER``): the student columns ``Student``, ``ID``,
   ``SIS User ID``, ``SIS Login ID``, ``Section`` (the roster's own values when the roster is a Canvas export), a
   ``Points Possible`` row with each assignment's fixed maximum, then one column per assignment titled
   ``<assignment>: coding`` or ``<assignment>: written``; an empty cell is "no grade" (Canvas leaves such a cell
   ungraded). Canvas's format has no place for text (any further column would become a new assignment): the reasons
   are in ``attention.csv`` and the summary.
-* ``moodle.csv`` and ``<assignment>/moodle.csv``: Moodle's CSV grade import (:data:`MOODLE_IMPORTER`): the roster's
+* ``moodle.csv`` and ``<assignment>/moodle.csv``: Moodle's CSV grade import (``MOODLE_IMPORTER``): the roster's
   identity columns (``First name``, ``Last name``, ``ID number``, ``Email address`` ... as the roster has them, else
   ``Username``), one column per assignment, ``-`` for no grade (what Moodle's importer reads as "no grade", for an
   existing grade item and for a new one), and a ``<title> feedback`` column per assignment with the reason or the
@@ -62,15 +62,15 @@ from .._validation import check_str
 # (AssignmentInfo, Result, results, the *_rows functions, csv_text and write_exports are the gradebook's internals)
 __all__ = ["CANVAS_IMPORTER", "MOODLE_IMPORTER", "StoredRoster", "late_penalty", "parse_due", "parse_late_rule"]
 
-#: Where Canvas's import rules come from: Instructure's importer, canvas-lms ``app/models/gradebook_importer.rb``
+#: The source of Canvas's import rules, which are Instructure's importer, canvas-lms ``app/models/gradebook_importer.rb``
 #: (the header test ``row[0].include?("Student") && row[1].include?("ID")`` with "Section" closing the student
 #: columns, SIS User ID / SIS Login ID / Integration ID / Root Account between them; the row whose first cell includes
 #: "Points Possible"; an assignment column matched by ``Title (id)`` or by title, else created with the Points
 #: Possible value; a blank or ``-`` cell is no score, ``EX`` excused) and ``Assignment.title_and_id``
 #: (``/\A(.*)\s\((\d+)\)\z/``).
 CANVAS_IMPORTER = "canvas-lms app/models/gradebook_importer.rb (GradebookImporter), Assignment.title_and_id"
-#: Where Moodle's import rules come from: MoodleDocs "Grade import" (Map from / Map to: userid, useridnumber,
-#: useremail, username) and Moodle's importer, ``grade/import/csv/classes/load_data.php`` (an empty or ``-`` value is
+#: The source of Moodle's import rules, which are MoodleDocs "Grade import" (Map from and Map to, the user fields
+#: userid, useridnumber, useremail, username) and Moodle's importer, ``grade/import/csv/classes/load_data.php`` (an empty or ``-`` value is
 #: no grade for an existing grade item, ``-`` for a new one; any other value must be a number or the import stops;
 #: a user that cannot be mapped stops the import; a column can be mapped to an item's feedback).
 MOODLE_IMPORTER = "MoodleDocs 'Grade import'; moodle grade/import/csv/classes/load_data.php (gradeimport_csv_load_data)"

@@ -5,7 +5,7 @@ score out of the fixed maximum (after a late penalty, said as such), one block p
 grader's diagnosis (the failing case, what differed, the classic mistake it recognises), the answer cells that raised
 an error (numbered as JupyterLab numbers cells, so that "cell 23" is the cell the status bar calls 23), and, when an
 exercise was not graded, that this was the grader's problem and not the student's. Written from the gradebook by
-:func:`course_pe.coursework.exports.write_exports` at every export; nothing here is sent anywhere.
+``exports.write_exports`` at every export; nothing here is sent anywhere.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ _NOT_GRADED = ("This exercise was not graded: the grader could not finish runnin
 
 
 def feedback_text(result: Result, info: AssignmentInfo, report: dict[str, Any] | None, name: str = "") -> str:
-    """The feedback of one student for one assignment (``result``: a :class:`~course_pe.coursework.exports.Result`,
-    ``info``: its :class:`~course_pe.coursework.exports.AssignmentInfo`; ``report``: the JSON report of the latest
+    """The feedback of one student for one assignment (``result``: a ``exports.Result``,
+    ``info``: its ``exports.AssignmentInfo``; ``report``: the JSON report of the latest
     grading as a dict, or None; ``name``: the roster's display name)."""
     from .._validation import check_str
 

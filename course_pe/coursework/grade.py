@@ -480,7 +480,7 @@ def grade_cells(
 ) -> GradeReport:
     """Grade the code cells ``cells`` (their sources, in notebook order) of one submission for ``assignment`` (a
     chapter, or ``"custom"`` with ``exercises``). Never raises for problems in the submission itself.
-    ``cell_numbers``: each code cell's number as JupyterLab shows it (see :func:`_code_cells`), used in the messages
+    ``cell_numbers``: each code cell's number as JupyterLab shows it (see ``_code_cells``), used in the messages
     ("cell 23"); without it the messages count code cells ("code cell 11", from 0).
 
     This is the grader's one entry point for a single submission (``make grade``, the folder grader and nbgrader's

@@ -1,5 +1,5 @@
 """Rubrics for every exercise that is marked by hand: the written, proof, computation, design and experiment exercises
-of every chapter (the coding exercises of the registry, :data:`course_pe.coursework.exercises.EXERCISES`, are graded
+of every chapter (the coding exercises of the registry, ``exercises.EXERCISES``, are graded
 automatically).
 
 Each :class:`Rubric` lists criteria with their points; a criterion is met in full, in part (give part of its points)

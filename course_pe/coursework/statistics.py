@@ -1,6 +1,6 @@
 """Class statistics of one assignment: ``<grades>/<assignment>/statistics.txt``, and the block the grader prints.
 
-From the gradebook's results (:func:`course_pe.coursework.exports.results`) and the JSON reports of the latest
+From the gradebook's results (``exports.results``) and the JSON reports of the latest
 gradings:
 
 * how many students have a complete result, how many need attention (an exercise not graded), how many roster
@@ -10,7 +10,7 @@ gradings:
 * per exercise: passed, failed on the book's visible cases, failed only on a hidden case, not graded;
 * **which hidden ranges fail most**: every report records the secret seed of its hidden cases, so the cases each
   student ran are drawn again here, exactly as the grader drew them; for each exercise with hidden failures and each
-  of its inputs (:data:`FEATURES`: ``num_positions`` and ``d_model`` for the sinusoidal table, ...), the hidden cases
+  of its inputs (``FEATURES``: ``num_positions`` and ``d_model`` for the sinusoidal table, ...), the hidden cases
   run are split into four equal ranges of that input, and each range shows how many of its cases failed. A range that
   fails far more often than the others (large ``d_model``, far positions) is what to discuss in class.
 """
@@ -41,7 +41,7 @@ def _largest(value: Any) -> float:
     return float(np.max(np.abs(array))) if array.size else 0.0
 
 
-#: for each coding exercise, the inputs of a case that statistics report: name -> value from the case's arguments
+#: For each coding exercise, the inputs of a case that the statistics report, by name (a function of the case's arguments).
 FEATURES: dict[str, dict[str, Callable[[tuple[Any, ...]], float]]] = {
     "sinusoidal_table": {"num_positions": lambda a: a[0], "d_model": lambda a: a[1]},
     "shift_matrix": {"|k|": lambda a: abs(a[0]), "d_model": lambda a: a[1]},
@@ -60,7 +60,7 @@ _FAILED_CASE = re.compile(r"^(?P<hidden>hidden )?case (?P<n>\d+) of (?P<total>\d
 
 
 def hidden_ranges(exercises: list[str], reports: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple[float, bool]]]]:
-    """For each exercise of ``exercises`` and each feature of :data:`FEATURES`, the (value, failed) pairs of every hidden
+    """For each exercise of ``exercises`` and each feature of ``FEATURES``, the (value, failed) pairs of every hidden
     case the students of ``reports`` ran (their cases drawn again from each report's seed, in the grader's order:
     one generator for the report's exercises in turn). Reports whose exercise list is not ``exercises`` are skipped.
     ``exercises``: registered exercise ids; ``reports``: a list of JSON reports (dicts)."""
@@ -128,8 +128,8 @@ def _number(x: float) -> str:
 def statistics_text(info: AssignmentInfo, results: list[Result], reports: dict[str, dict[str, Any]],
                     roster_size: int | None = None) -> str:
     """The statistics of one assignment (see the module docstring): ``info`` an
-    :class:`~course_pe.coursework.exports.AssignmentInfo`, ``results`` a list of
-    :class:`~course_pe.coursework.exports.Result`, ``reports`` the JSON reports by student (lower case),
+    ``exports.AssignmentInfo``, ``results`` a list of
+    ``exports.Result``, ``reports`` the JSON reports by student (lower case),
     ``roster_size`` the class list's length or None."""
     from .._validation import check_int
 
