@@ -486,6 +486,38 @@ def alibi_slopes(n):
     assert "[1] " in message and "connected" not in message, message
 
 
+def test_a_sandbox_outlives_the_thread_that_started_the_template():
+    """The neighbours flake (issue 34): the template process asked for SIGKILL when its parent died, and the parent is
+    the thread that forked it. A template started by one grading thread died when that thread finished, and took with
+    it the sandbox another thread was still using ("its process died (the sandbox process exited)"). The template now
+    belongs to a thread that lives as long as it does."""
+    from course_pe.coursework import sandbox as sandbox_module
+
+    level = containment().level
+    sandbox_module._zygote(level).close()  # the next sandbox starts a template, from the thread below
+    started, release = threading.Event(), threading.Event()
+
+    def starter() -> None:
+        with Sandbox(isolation=level):
+            started.set()
+            release.wait(300)
+
+    thread = threading.Thread(target=starter)
+    thread.start()
+    try:
+        assert started.wait(300), "the first sandbox did not start"
+        with Sandbox(isolation=level) as box:
+            release.set()
+            thread.join(300)
+            time.sleep(1.0)  # the parent-death signal would have been delivered by now
+            assert box.run_cell("def double(x):\n    return 2 * x", 120) is None
+            outcome = box.call("double", (np.arange(3),), 120)
+            assert outcome.status == "ok" and outcome.value.tolist() == [0, 2, 4]
+    finally:
+        release.set()
+        thread.join(300)
+
+
 @needs_full_isolation
 def test_the_sandbox_sees_no_solutions_no_grades_no_submissions(tmp_path):
     """Attacks 24-26, 33 and 36 (reconnaissance, exfiltration through messages, other readable copies of the

@@ -465,6 +465,38 @@ def _python_folders() -> list[str]:
 _SYSTEM_FOLDERS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
+def _start_owned(args: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(args, **popen)`` started from a thread of its own that lives exactly as long as the process.
+
+    The template process asks the kernel for SIGKILL when its parent dies (``PR_SET_PDEATHSIG``), and for the kernel
+    the parent is the *thread* that forked it, not the grader process: a template started by a worker thread (a test's
+    thread, nbgrader's, a restart inside a batch's worker) was killed when that thread finished, and with it every
+    sandbox it had forked, a neighbour's included (the neighbours flake of issue 34). The owner thread below forks the
+    template, then waits for it, so the template dies with the grader and with nothing else."""
+    started: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def own() -> None:
+        try:
+            proc = started["proc"] = subprocess.Popen(args, **popen)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            started["error"] = exc
+            ready.set()
+            return
+        ready.set()
+        try:
+            proc.wait()  # the parent-death signal must not fire before the template itself has exited
+        except Exception:  # noqa: BLE001 - nothing to report to: the caller sees the process die
+            pass
+
+    owner = threading.Thread(target=own, name="course_pe-sandbox-template", daemon=True)
+    owner.start()
+    ready.wait()
+    if "error" in started:
+        raise started["error"]
+    return started["proc"]
+
+
 class _Zygote:
     """The template process (see the module docstring); one per grader process and isolation level."""
 
@@ -483,11 +515,13 @@ class _Zygote:
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {"control": theirs.fileno(), "grader_pid": os.getpid(), "site": site.getsitepackages()}
-        self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(_CHILD_SCRIPT), json.dumps(config)],
+        try:
+            self.proc = _start_owned([sys.executable, "-I", "-S", str(_CHILD_SCRIPT), json.dumps(config)],
                                      pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=self.stderr, cwd="/",
                                      env=_sandbox_env(), start_new_session=True)
-        theirs.close()
+        finally:
+            theirs.close()
         self.sock = ours
         ours.settimeout(timeout)
         try:
