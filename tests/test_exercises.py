@@ -13,7 +13,17 @@ import torch
 
 import course_pe as cpe
 from _class_tool import correct_t5_source
-from course_pe.coursework.exercises import EXERCISES, Outcome, call_case, chapters, check, exercises_for_chapter, judge, to_output
+from course_pe.coursework.exercises import (
+    EXERCISES,
+    Outcome,
+    call_case,
+    chapters,
+    check,
+    exercises_for_chapter,
+    judge,
+    library_sentence,
+    to_output,
+)
 
 # ----------------------------------------------------------------------------- reference solutions (written here)
 
@@ -202,10 +212,15 @@ def test_a_correct_float32_answer_passes_visible_and_hidden_cases(exercise_id):
         assert report.passed, str(report)
 
 
-def test_the_course_alibi_slopes_passes_in_float32():
-    # cpe.alibi_slopes returns float32 by default; a 1e-9 tolerance used to fail it with a hint about the formula
+def test_the_course_alibi_slopes_is_precise_enough_and_refused_with_the_graders_sentence():
+    """cpe.alibi_slopes returns float32 by default: its values are within the exercise's tolerance (a 1e-9 tolerance
+    used to fail them), and the notebook's check refuses the call as the grader does, with the grader's sentence
+    (student G2: "PASSED" in the notebook, 0 from the grader)."""
+    cases = EXERCISES["alibi_slopes"].cases(np.random.default_rng(0))
+    assert judge("alibi_slopes", cases, [call_case(cpe.alibi_slopes, c.args) for c in cases]).passed
     report = check("alibi_slopes", cpe.alibi_slopes)
-    assert report.passed, str(report)
+    assert not report.passed and report.library_called == ["course_pe.alibi.alibi_slopes"]
+    assert library_sentence(["course_pe.alibi.alibi_slopes"]) in str(report)
 
 
 def test_hidden_cases_are_randomised_and_reproducible():
