@@ -35,7 +35,16 @@ from _grading import (
     scores,
 )
 from course_pe.coursework import _child
-from course_pe.coursework.exercises import EXERCISES, _alibi, _shift, _t5_buckets, _table, call_case, judge
+from course_pe.coursework.exercises import (
+    EXERCISES,
+    _alibi,
+    _shift,
+    _t5_buckets,
+    _table,
+    call_case,
+    judge,
+    library_sentence,
+)
 from course_pe.coursework.grade import answer_cells, grade_cells, grade_notebook
 from course_pe.coursework.grading_build import package_folder, repository_root
 from course_pe.coursework.sandbox import Containment, Sandbox, SandboxDied, SandboxLimits, containment
@@ -60,7 +69,7 @@ def test_perfect_stub_partial(tmp_path):
     assert perfect.score == 2 and perfect.max_score == 2 and not perfect.cell_errors, perfect.text()
     assert perfect.cells_run == [1, 2] and perfect.assignment == "relative"  # from the folder's name
     assert [(e.function, e.visible_cases, e.hidden_cases) for e in perfect.exercises] == [
-        ("t5_bucket", 3, 3), ("alibi_slopes", 7, 3)]
+        ("t5_bucket", 6, 3), ("alibi_slopes", 9, 3)]
     stub = grade(STUBS)
     assert stub.score == 0 and all(e.status == "failed" and "stub" in e.message for e in stub.exercises)
     partial = grade(GOOD_T5, NAIVE_SLOPES + "\n1 / 0")
@@ -128,7 +137,7 @@ attempt("reload", lambda: importlib.reload(course_pe.alibi).alibi_slopes(8))
 sys.path[:0] = [{str(ROOT)!r}, {str(package_folder().parent)!r}]
 for name in [m for m in sys.modules if m.startswith("course_pe")]:
     del sys.modules[name]
-attempt("real package", lambda: importlib.import_module("course_pe.coursework.exercises"))
+attempt("real package", lambda: importlib.import_module("course_pe.coursework.exercises").EXERCISES)
 attempt("source file", lambda: open({str(package_folder() / "alibi.py")!r}).read())
 def alibi_slopes(n):
     ok = [k for k, v in attempts.items() if not isinstance(v, BaseException)]
@@ -144,7 +153,7 @@ def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distanc
     assert report.score == 0, report.text()
     t5, slopes = (e.message for e in report.exercises)
     assert "course_pe.t5.t5_relative_position_bucket is not available" in t5
-    assert "called course_pe.t5.t5_relative_position_bucket" in t5
+    assert library_sentence(["course_pe.t5.t5_relative_position_bucket"]) in t5  # the notebook's check says the same
     assert "course_pe.alibi.alibi_slopes is not available" in slopes, slopes  # every other attempt failed too
 
 
@@ -180,9 +189,10 @@ def test_lookup_tables_over_small_domains_fail_the_hidden_cases():
             fn = oracle(exercise_id, covered)
             report = judge(exercise_id, cases, [call_case(fn, c.args) for c in cases])
             assert not report.passed and report.hidden, (exercise_id, seed)
-    # the red team's literal table, through the sandbox: the visible cases pass, a hidden one fails
+    # the red team's literal table, through the sandbox: it fails (the visible cases now reach 4096 heads as the
+    # hidden ones do, so a table over the old visible cases fails before any hidden case)
     report = grade(TOOL.LOOKUP_SLOPES, exercises=("alibi_slopes",))
-    assert report.exercises[0].failed_hidden and "KeyError" in report.exercises[0].message, report.text()
+    assert report.score == 0 and "KeyError" in report.exercises[0].message, report.text()
 
 
 # ----------------------------------------------------------------------------- B. the channel (attacks 7-14)
@@ -260,11 +270,11 @@ def test_fake_report_lines_are_flattened():
 
 
 def test_answers_of_every_odd_kind():
-    """Attacks 15-18: a big-endian float64 off by 1e-6 fails like a native one (float64 tolerance); NaN, inf, bool,
-    wrapped uint64, object arrays, masked arrays and tensor subclasses never pass."""
+    """Attacks 15-18: a big-endian float64 off by more than the exercise's tolerance (1e-4) fails like a native one;
+    NaN, inf, bool, wrapped uint64, object arrays, masked arrays and tensor subclasses never pass."""
     base = GOOD_SLOPES.replace("def alibi_slopes", "def _right")
     wrong = {
-        "big-endian": "import numpy as np\ndef alibi_slopes(n):\n    return (np.array(_right(n)) + 1e-6).astype('>f8')\n",
+        "big-endian": "import numpy as np\ndef alibi_slopes(n):\n    return (np.array(_right(n)) + 2e-4).astype('>f8')\n",
         "NaN": "def alibi_slopes(n):\n    return [float('nan')] * n\n",
         "inf": "def alibi_slopes(n):\n    return [float('inf')] * n\n",
         "bool": "def alibi_slopes(n):\n    return [True] * n\n",

@@ -163,7 +163,7 @@ def module_of_file(filename: str) -> str | None:
 def unavailable_module(name: str) -> bool:
     """Whether the top-level module ``name`` can be imported here but not while a submission is graded."""
     top = name.split(".")[0]
-    if not top or top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "course_pe":
+    if not top or top in sys.stdlib_module_names or top in sys.builtin_module_names or top in ("course_pe", "__main__"):
         return False
     if top in grading_top_level():
         return False

@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from . import _child
-from .environment import module_of_file, unavailable_module, unavailable_sentence
+from .environment import unavailable_module, unavailable_sentence
 from .._validation import (
     check_bool,
     check_callable,
@@ -84,6 +84,7 @@ __all__ = [
     "judge",
     "library_sentence",
     "to_output",
+    "tolerance_text",
 ]
 
 FLOAT_DTYPES = ("float32", "float64")
@@ -93,6 +94,12 @@ OUTCOME_STATUSES = ("ok", "stub", "error", "missing", "timeout", "invalid")
 #: The set-up the grader runs before a submission's answer cells, the imports the exercises may use (the same as the
 #: set-up cell of the nbgrader release). Its ``course_pe`` is the grading build, without the functions being graded.
 GRADING_SETUP = "import math\n\nimport numpy as np\nimport torch\n\nimport course_pe as cpe\n"
+
+
+def tolerance_text(tolerance: float) -> str:
+    """A tolerance as the exercises' texts write it: ``1e-4``, ``5e-3``."""
+    mantissa, exponent = f"{check_float('tolerance', tolerance, minimum=0.0, strict_minimum=True):.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
 
 
 def library_sentence(names: Sequence[str]) -> str:
@@ -553,32 +560,24 @@ def _library_codes(exercise: Exercise) -> dict[Any, str]:
 
 
 class _Watch:
-    """While active (``with``), notes every call of the exercise's library functions and every call into a module
-    that grading does not have (``sys.setprofile``: Python-level calls, whatever name the function is reached by)."""
+    """While active (``with``), notes every call of the exercise's library functions, whatever name the function is
+    reached by (``sys.setprofile``: Python-level calls; the library's functions are Python functions)."""
 
     def __init__(self, codes: dict[Any, str]) -> None:
         self.codes = codes
         self.called: set[str] = set()
-        self.unavailable: set[str] = set()
-        self._files: dict[str, str | None] = {}
         self._previous: Any = None
 
     def _hook(self, frame: Any, event: str, arg: Any) -> None:
-        if event != "call":
-            return
-        code = frame.f_code
-        name = self.codes.get(code)
-        if name is not None:
-            self.called.add(name)
-            return
-        filename = code.co_filename
-        if filename not in self._files:
-            module = module_of_file(filename)
-            self._files[filename] = module if module and not module.startswith("_") and \
-                unavailable_module(module) else None
-        module = self._files[filename]
-        if module is not None:
-            self.unavailable.add(module)
+        if event == "call":
+            name = self.codes.get(frame.f_code)
+            if name is not None:
+                caller = frame.f_back
+                while caller is not None:  # the outermost one only, as the grader names it (its stub raises first)
+                    if caller.f_code in self.codes:
+                        return
+                    caller = caller.f_back
+                self.called.add(name)
 
     def __enter__(self) -> _Watch:
         self._previous = sys.getprofile()
@@ -589,10 +588,19 @@ class _Watch:
         sys.setprofile(self._previous)
 
 
-def _defining_cell(fn: Any) -> tuple[str, dict[str, Any]] | None:
-    """The source of the notebook cell that defined ``fn`` and its globals, when ``fn`` was defined in a cell (its
-    code's file name is a cell's, known to ``linecache`` but not a file on disk); else None."""
-    code = getattr(inspect.unwrap(fn), "__code__", None) if callable(fn) else None
+#: modules of the notebook's own machinery (the kernel, the test runner), never held against an answer
+_INFRASTRUCTURE = frozenset({"ipykernel", "IPython", "jupyter_client", "jupyter_core", "zmq", "tornado", "debugpy",
+                             "comm", "pytest", "_pytest", "pluggy", "nbclient", "nbval"})
+
+
+def _defining_cell(fn: Any) -> tuple[str, str, dict[str, Any]] | None:
+    """The file name and source of the notebook cell that defined ``fn``, and its globals, when ``fn`` was defined in
+    a cell (its code's file name is a cell's, known to ``linecache`` but not a file on disk); else None."""
+    try:
+        target = inspect.unwrap(fn)
+    except Exception:  # noqa: BLE001
+        return None
+    code = getattr(target, "__code__", None)
     if code is None:
         return None
     filename = code.co_filename
@@ -601,71 +609,88 @@ def _defining_cell(fn: Any) -> tuple[str, dict[str, Any]] | None:
     lines = linecache.getlines(filename)
     if not lines:
         return None
-    return "".join(lines), getattr(inspect.unwrap(fn), "__globals__", {})
+    return filename, "".join(lines), getattr(target, "__globals__", {})
 
 
-def _static_uses(exercise: Exercise, fn: Any, codes: dict[Any, str]) -> tuple[set[str], set[str]]:
-    """The library functions (of ``codes``) and the unavailable modules that the cell defining ``fn`` names: what
-    the grader would refuse even where the function does not call it (a table precomputed with the library at the
-    cell's top level)."""
-    found = _defining_cell(fn)
-    if found is None:
-        return set(), set()
-    source, namespace = found
+def _home_module(obj: Any) -> str | None:
+    """The top-level module an object comes from: a module's own name, a function's or class's ``__module__``,
+    else its type's."""
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return set(), set()
+        if inspect.ismodule(obj):
+            name = obj.__name__
+        elif inspect.isclass(obj) or inspect.isroutine(obj):
+            name = getattr(obj, "__module__", None)
+        else:
+            name = getattr(type(obj), "__module__", None)
+    except Exception:  # noqa: BLE001 - an object that refuses to be looked at
+        return None
+    return name.split(".")[0] if isinstance(name, str) and name else None
+
+
+def _static_uses(fn: Any, codes: dict[Any, str]) -> tuple[set[str], set[str]]:
+    """What the notebook cell defining ``fn`` (and the cells defining the helpers it names) uses that the grader will
+    not have: the exercise's library functions (``codes``), also where the function does not call them (a table
+    precomputed with the library at the cell's top level), and modules absent from the grading environment (imported
+    there, or the home of an object the cell names, such as a class imported in another cell)."""
     library: set[str] = set()
     modules: set[str] = set()
+    todo, seen = [fn], set()
+    while todo and len(seen) < 20:
+        found = _defining_cell(todo.pop())
+        if found is None or found[0] in seen:
+            continue
+        filename, source, namespace = found
+        seen.add(filename)
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            continue
 
-    def note(obj: Any) -> None:
-        name = codes.get(_code_of(obj)) if obj is not None else None
-        if name is not None:
-            library.add(name)
+        def note(obj: Any) -> None:
+            if obj is None:
+                return
+            name = codes.get(_code_of(obj))
+            if name is not None:
+                library.add(name)
+            home = _home_module(obj)
+            if home and home not in _INFRASTRUCTURE and unavailable_module(home):
+                modules.add(home)
+            if inspect.isfunction(obj) and _defining_cell(obj) is not None:
+                todo.append(obj)  # a helper defined in a cell: its cell is read too
 
-    def chain(node: ast.AST) -> list[str] | None:
-        names = []
-        while isinstance(node, ast.Attribute):
-            names.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        names.append(node.id)
-        return names[::-1]
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if unavailable_module(alias.name):
-                    modules.add(alias.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            if unavailable_module(node.module):
-                modules.add(node.module.split(".")[0])
-            elif node.module.split(".")[0] == "course_pe":
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
                 for alias in node.names:
-                    note(_resolve(f"{node.module}.{alias.name}"))
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-            names = chain(node)
-            if names is None:
-                continue
-            obj = namespace.get(names[0])
-            for attr in names[1:]:
-                if not (inspect.ismodule(obj) or inspect.isclass(obj)):
-                    obj = None
-                    break
-                try:
-                    obj = inspect.getattr_static(obj, attr)
-                except AttributeError:
-                    obj = None
-                    break
-                if isinstance(obj, (staticmethod, classmethod)):
-                    obj = obj.__func__
-            note(obj)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            value = namespace.get(node.id)
-            if inspect.isfunction(value):
-                note(value)
+                    if unavailable_module(alias.name):
+                        modules.add(alias.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                if unavailable_module(node.module):
+                    modules.add(node.module.split(".")[0])
+                elif node.module.split(".")[0] == "course_pe":
+                    for alias in node.names:
+                        note(_resolve(f"{node.module}.{alias.name}"))
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                chain, base = [], node
+                while isinstance(base, ast.Attribute):
+                    chain.append(base.attr)
+                    base = base.value
+                if not isinstance(base, ast.Name) or base.id not in namespace:
+                    continue
+                obj = namespace[base.id]
+                for attr in reversed(chain):
+                    if not (inspect.ismodule(obj) or inspect.isclass(obj)):
+                        obj = None
+                        break
+                    try:
+                        obj = inspect.getattr_static(obj, attr)
+                    except AttributeError:
+                        obj = None
+                        break
+                    if isinstance(obj, (staticmethod, classmethod)):
+                        obj = obj.__func__
+                note(obj)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in namespace:
+                note(namespace[node.id])
     return library, modules
 
 
@@ -701,7 +726,7 @@ def check(exercise_id: str, fn: Callable[..., Any] | None, *, hidden: bool = Fal
     else:
         codes = _library_codes(exercise)
         try:
-            library, modules = _static_uses(exercise, fn, codes)
+            library, modules = _static_uses(fn, codes)
         except Exception:  # noqa: BLE001 - the look-up is a courtesy; the calls below are watched anyway
             library, modules = set(), set()
         outcomes = []
@@ -709,7 +734,6 @@ def check(exercise_id: str, fn: Callable[..., Any] | None, *, hidden: bool = Fal
             with _Watch(codes) as watch:
                 outcome = call_case(fn, case.args)
             library |= watch.called
-            modules |= watch.unavailable
             outcomes.append(Outcome(outcome.status, outcome.value, outcome.error, tuple(sorted(library)),
                                     tuple(sorted(modules))))
             if outcome.status != "ok":
