@@ -619,3 +619,134 @@ def test_kill_all_does_not_wait_for_a_sandbox_being_closed(monkeypatch):
     assert seconds < 8, f"kill_all waited {seconds:.1f} s for a sandbox being closed"
     assert not closer.is_alive() and box._keeper_pidfd == -1
     assert sandbox_processes() == []
+
+
+# ----------------------------------------------------------------------------- the grading environment (issue 34)
+
+
+@needs_full_isolation
+def test_the_sandbox_has_only_what_grading_needs():
+    """Red team N1: transformers (T5's bucket function, BLOOM's slopes) was importable in the sandbox. The sandbox's
+    site-packages now show only the distributions grading needs (course_pe.coursework.environment); the base
+    installation's show nothing, so adding them to sys.path finds nothing either. The answer that imports
+    transformers gets 0, and its report says why in the words of the notebook's check."""
+    from course_pe.coursework.environment import allowed_entries, other_site_folders, site_folders
+
+    folders = site_folders()
+    names = ("transformers", "huggingface_hub", "safetensors", "nbgrader", "pytest", "hypothesis", "pandas", "numpy",
+             "torch", "matplotlib.pyplot", "tqdm", "IPython.core.oinspect")
+    expected = {folder: list(allowed_entries(folder)) for folder in folders}
+    probe = f"""
+import importlib, os, sys
+import numpy as np
+found = []
+for name in {names!r}:
+    try:
+        importlib.import_module(name)
+        found.append(1)
+    except ImportError:
+        found.append(0)
+sys.path[:0] = {other_site_folders()!r}
+try:
+    import boto3, scipy
+    found.append(1)
+except ImportError:
+    found.append(0)
+listing = [int(sorted(os.listdir(f)) == entries) for f, entries in {expected!r}.items()]
+hidden = [int(not os.path.isdir(f) or os.listdir(f) == []) for f in {other_site_folders()!r}]
+def probe():
+    return np.array(found + listing + hidden)
+"""
+    with Sandbox(unavailable=["course_pe.alibi.alibi_slopes"]) as box:
+        assert box.run_cell(probe, 120) is None
+        values = box.call("probe", (), 60).value.tolist()
+    found = dict(zip(names + ("the base installation's packages",), values[: len(names) + 1]))
+    assert found == {"transformers": 0, "huggingface_hub": 0, "safetensors": 0, "nbgrader": 0, "pytest": 0,
+                     "hypothesis": 0, "pandas": 0, "numpy": 1, "torch": 1, "matplotlib.pyplot": 1, "tqdm": 1,
+                     "IPython.core.oinspect": 1, "the base installation's packages": 0}, found
+    assert all(values[len(names) + 1:]), values  # exactly the allowed entries; the base installation's: none
+
+
+@pytest.mark.parametrize("level", ["limited"] + (["full"] if FULL else []))
+def test_an_answer_from_transformers_gets_0_and_the_checks_sentence(level):
+    """Red team N1 at both levels: at the limited level (no mounts) the sandbox's sys.path holds links to the
+    packages grading needs only, so the verdict is the same as at the full level (there a convenience, not a wall)."""
+    from course_pe.coursework.environment import unavailable_sentence
+
+    pytest.importorskip("transformers")
+    transformers_answer = ("from transformers.models.t5.modeling_t5 import T5Attention\n"
+                           "def t5_bucket(r, b=True, nb=32, md=128):\n"
+                           "    return T5Attention._relative_position_bucket(r, b, nb, md)\n")
+    report = grade(transformers_answer, GOOD_SLOPES, isolation=level)
+    assert scores(report) == {"t5_bucket": (0.0, "failed"), "alibi_slopes": (1.0, "passed")}, report.text()
+    assert unavailable_sentence(["transformers"]) in report.exercises[0].message
+    assert any("No module named 'transformers'" in e and unavailable_sentence(["transformers"]) in e
+               for e in report.cell_errors)
+
+
+def test_an_answer_cell_that_imports_the_checker_keeps_its_function():
+    """Red team N9: `from course_pe.coursework.exercises import check_t5_bucket` at the top of an answer cell (as the
+    workbook teaches the checks) raised ModuleNotFoundError in the sandbox before the def: the correct function got 0.
+    The grading build has a stand-in for the checker whose checks run nothing and say so."""
+    t5 = f"from course_pe.coursework.exercises import check_t5_bucket\n{GOOD_T5}\nprint(check_t5_bucket(t5_bucket))\n"
+    slopes = f"{GOOD_SLOPES}\nprint(cpe.exercises.check_alibi_slopes(alibi_slopes))\n" \
+             "import course_pe.coursework.exercises as checks\nreport = checks.check('alibi_slopes', alibi_slopes)\n"
+    report = grade(t5, slopes)
+    assert report.score == 2 and not report.cell_errors, report.text()
+
+
+def test_each_sandbox_has_a_cpu_share_and_a_system_call_filter():
+    """Red team N2 and N3: no CPU cgroup per sandbox (fairness came from the kernel's autogroup), no seccomp filter.
+    Where the machine has them, each sandbox's processes are in a cpu cgroup of their own, with the same weight as every
+    other sandbox's and a quota of one core, and run under a seccomp filter that refuses namespaces, mounts, keyrings,
+    BPF, userfaultfd, ptrace, io_uring (and the x32 ABI), while fork, threads and subprocesses work. The isolation
+    line of every report names both."""
+    where = containment()
+    probe = """
+import ctypes, os, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def refused(result):
+    return result == -1 and ctypes.get_errno() == 1
+status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+results = {
+    "seccomp": int(status["Seccomp"]), "no_new_privs": int(status["NoNewPrivs"]),
+    "unshare": refused(libc.unshare(0x10000000)), "mount": refused(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+    "keyctl": refused(libc.syscall(250 if os.uname().machine == "x86_64" else 219, 0, 0, 0, 0)),
+    "bpf": refused(libc.syscall(321 if os.uname().machine == "x86_64" else 280, 0, 0, 0)),
+    "x32 getpid": refused(libc.syscall(0x40000000 | 39)) if os.uname().machine == "x86_64" else True,
+    "subprocess": subprocess.run(["/bin/true"]).returncode == 0,
+    "cgroup": open("/proc/self/cgroup").read(),
+}
+pid = os.fork()
+if pid == 0:
+    os._exit(3)
+results["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3
+thread = threading.Thread(target=lambda: results.setdefault("thread", True))
+thread.start()
+thread.join()
+def alibi_slopes(n):
+    raise RuntimeError(repr(results))
+"""
+    box = Sandbox(unavailable=["course_pe.alibi.alibi_slopes"])
+    with box:
+        assert box.run_cell(probe, 120) is None
+        if where.level == "full" and where.cpu_group:
+            cpu = box._cgroups.folders["cpu"]
+            members = open(os.path.join(cpu, "cgroup.procs")).read().split()
+            assert str(box._child) in members
+            if where.cpu_version == 1:
+                assert open(os.path.join(cpu, "cpu.cfs_quota_us")).read().strip() == \
+                    open(os.path.join(cpu, "cpu.cfs_period_us")).read().strip()
+                assert open(os.path.join(cpu, "cpu.shares")).read().strip() == "1024"
+            else:
+                quota, period = open(os.path.join(cpu, "cpu.max")).read().split()
+                assert quota == period
+        outcome = box.call("alibi_slopes", (8,), 60)
+    results = eval(outcome.error.split("RuntimeError: ", 1)[1])
+    assert results["fork"] and results.get("thread") and results["subprocess"], results
+    if where.seccomp:
+        assert results["seccomp"] == 2 and results["no_new_privs"] == 1
+        assert all(results[k] for k in ("unshare", "mount", "keyctl", "bpf", "x32 getpid")), results
+        assert "system calls filtered by seccomp" in where.description
+    if where.level == "full" and where.cpu_group:
+        assert "CPU by cgroup" in where.description and "course_pe_grading" in results["cgroup"]
