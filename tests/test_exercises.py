@@ -530,3 +530,25 @@ def test_t5_boundaries_accept_either_neighbour_and_nothing_else():
     for seed in range(5):  # T5's own float32 buckets lie within the bounds of every case
         for c in EXERCISES["t5_bucket"].cases(np.random.default_rng(seed)):
             assert np.all(c.lower <= c.expected) and np.all(c.expected <= c.upper)
+
+
+def test_every_statement_states_its_tolerance_and_what_it_refuses():
+    """The tolerance is part of the exercise: its statement in the chapter states it (the number the check and the
+    grader use), and an exercise whose library functions the grader removes says that they are not allowed."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    chapters_found = {p.stem: p for p in (root / "book").rglob("*.ipynb") if "_build" not in p.parts}
+    for exercise_id, exercise in EXERCISES.items():
+        nb = json.loads(chapters_found[exercise.chapter].read_text(encoding="utf-8"))
+        statements = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"
+                      and "{exercise}" in "".join(c["source"]) and f"check_{exercise_id}`" in "".join(c["source"])]
+        assert len(statements) == 1, exercise_id
+        text = " ".join(statements[0].split("```{solution-start}")[0].split())
+        if exercise.tolerance is not None:
+            assert f"`{tolerance_text(exercise.tolerance)}`" in text, (exercise_id, text)
+            assert any(p in text for p in ("whatever dtype", "float32 arithmetic passes", "float32 copy passes")), \
+                (exercise_id, text)
+        if exercise.library:
+            assert "without" in text or "not let" in text, (exercise_id, text)

@@ -13,9 +13,10 @@ reaped the child. If the grader dies, the zygote dies
 the submission does can clear that signal).
 
 **What the child sees** (the *full* isolation level: the grader is root and namespaces work). A root file system
-built for it on a tmpfs: the system folders (``/usr``, ``/etc``, ``/lib*``, ``/bin``) and the Python installation
-and its site-packages, bound read-only; ``/grading``, a copy of ``course_pe`` built for the assignment without the
-functions being graded and without the coursework tools (``course_pe.coursework.grading_build``); a private
+built for it on a tmpfs: the system folders (``/usr``, ``/etc``, ``/lib*``, ``/bin``) and the Python installation,
+bound read-only, its site-packages showing only what grading needs (``course_pe.coursework.environment``: no
+``transformers``, nothing that ships the answers); ``/grading``, a copy of ``course_pe`` built for the assignment
+without the functions being graded and without the coursework tools (``course_pe.coursework.grading_build``); a private
 ``/proc``; a few device nodes; and ``/tmp``, the only writable place, a tmpfs of ``tmp_bytes`` (the disk quota; also
 ``/dev/shm``). The repository, the book, the gradebook, the submissions, ``/run``, ``/var``, ``/home`` and
 everything else do not exist there, so nothing written survives grading. No network (an empty network namespace),
@@ -23,8 +24,10 @@ its own user id (one per sandbox, so sandboxes cannot signal each other), ``no_n
 
 **Limits.** Memory and the number of processes of the whole tree by cgroup (``memory_bytes``, ``processes``) where
 the machine offers one (cgroup v2, or v1 controllers on a hybrid machine); otherwise an address-space limit per
-process and a process limit per user id. CPU seconds, file size and open files per process. Every read and write on
-the channel has a deadline and a size cap.
+process and a process limit per user id. A cpu cgroup gives each sandbox the same weight as its neighbours and at
+most one core. CPU seconds, file size and open files per process. A seccomp filter (``_child.seccomp_program``),
+where the kernel offers one, refuses new namespaces, mounts, keyrings, BPF, userfaultfd, ptrace and io_uring, at
+both levels. Every read and write on the channel has a deadline and a size cap.
 
 **The channel is hostile.** Student code runs in the process that answers the grader, so it can write anything to
 the channel or stop reading it. Every request carries an id that the reply must repeat; a reply that is not a frame
@@ -33,8 +36,9 @@ Answers are arrays of numbers in ``.npy`` form, read without pickle after their 
 their size.
 
 **The limited level** (the grader is not root, or namespaces do not work): the child runs as the grader's user in a
-fresh temporary folder with the same environment and per-process limits. It can read what that user can read (the
-book included) and may leave processes behind; the grader refuses this level unless asked for it explicitly. When the
+fresh temporary folder with the same environment and per-process limits, and a ``sys.path`` that holds links to the
+packages grading needs only (the same modules as the full level, so the same verdicts; not a wall: the files stay
+readable). It can read what that user can read (the book included) and may leave processes behind; the grader refuses this level unless asked for it explicitly. When the
 grader is root but namespaces do not work (a container without the capability, such as Gradescope's), and Python and
 its packages are readable by every user, the child still drops to a user id of its own with ``no_new_privs`` and a
 process limit (:func:`limited_drops_privileges`): it can read only what every user may read, cannot write the
