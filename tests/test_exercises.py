@@ -7,6 +7,7 @@ wrong one and shows that no expected value changes and that right and wrong answ
 import importlib
 import linecache
 import math
+import time
 
 import numpy as np
 import pytest
@@ -552,3 +553,25 @@ def test_every_statement_states_its_tolerance_and_what_it_refuses():
                 (exercise_id, text)
         if exercise.library:
             assert "without" in text or "not let" in text, (exercise_id, text)
+
+
+def test_the_check_applies_the_graders_time_limit(monkeypatch):
+    """The grader allows CALL_TIMEOUT seconds for the calls of an exercise (visible and hidden cases together): a
+    function that takes longer on the visible cases alone fails the notebook's check too, and one that takes a third
+    of it passes with a note, instead of "PASSED" in the notebook and 0 from the grader."""
+    import course_pe.coursework.exercises as exercises_module
+
+    monkeypatch.setattr(exercises_module, "CALL_TIMEOUT", 0.9)
+    delay = {"seconds": 0.0}
+
+    def slow(n):
+        time.sleep(delay["seconds"])
+        return alibi_slopes(n)
+
+    assert check("alibi_slopes", slow).note is None
+    delay["seconds"] = 0.05  # 9 visible cases: 0.45 s, more than a third of 0.9 s
+    report = check("alibi_slopes", slow)
+    assert report.passed and "the grader allows 0.9 s" in report.note and "note:" in str(report)
+    delay["seconds"] = 0.12  # 1.08 s
+    report = check("alibi_slopes", slow)
+    assert not report.passed and report.failed_case == "the time limit" and "visible cases alone" in report.error

@@ -160,6 +160,7 @@ def module_of_file(filename: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=1024)
 def unavailable_module(name: str) -> bool:
     """Whether the top-level module ``name`` can be imported here but not while a submission is graded."""
     top = name.split(".")[0]

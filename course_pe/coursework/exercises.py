@@ -40,6 +40,7 @@ import math
 import os
 import secrets
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -91,6 +92,9 @@ FLOAT_DTYPES = ("float32", "float64")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 #: the statuses of an :class:`Outcome`
 OUTCOME_STATUSES = ("ok", "stub", "error", "missing", "timeout", "invalid")
+#: the grader's default time for the calls of one exercise, all its cases together (``--call-timeout``): the notebook's
+#: check fails an answer whose visible cases alone take longer, and adds a note when they take a third of it
+CALL_TIMEOUT = 60.0
 #: The set-up the grader runs before a submission's answer cells, the imports the exercises may use (the same as the
 #: set-up cell of the nbgrader release). Its ``course_pe`` is the grading build, without the functions being graded.
 GRADING_SETUP = "import math\n\nimport numpy as np\nimport torch\n\nimport course_pe as cpe\n"
@@ -116,7 +120,8 @@ class CheckReport:
     ``difference`` says what differed (shape, dtype or value, and where); ``mistake`` names a classic mistake when
     the answer matches one; ``hidden`` is True when the failed case is one of the grader's hidden cases;
     ``library_called`` lists the course_pe functions the submission used although the exercise does not allow them;
-    ``unavailable`` the modules it used that the grading environment does not have.
+    ``unavailable`` the modules it used that the grading environment does not have; ``note`` says something the
+    student should know although nothing failed (a function close to the grader's time limit).
     """
 
     exercise: str
@@ -133,6 +138,7 @@ class CheckReport:
     hidden: bool = False
     library_called: list[str] = field(default_factory=list)
     unavailable: list[str] = field(default_factory=list)
+    note: str | None = None
 
     def __post_init__(self) -> None:
         check_str("exercise", self.exercise)
@@ -141,7 +147,7 @@ class CheckReport:
         check_int("cases_total", self.cases_total, minimum=0)
         if self.cases_run > self.cases_total:
             raise ValueError(f"cases_run ({self.cases_run}) must be <= cases_total ({self.cases_total})")
-        for name in ("failed_case", "expected", "got", "mistake", "hint", "error", "difference"):
+        for name in ("failed_case", "expected", "got", "mistake", "hint", "error", "difference", "note"):
             check_optional_str(name, getattr(self, name))
         check_bool("hidden", self.hidden)
         check_str_sequence("library_called", self.library_called)
@@ -153,7 +159,8 @@ class CheckReport:
 
     def __str__(self) -> str:
         if self.passed:
-            return f"[{self.exercise}] PASSED: all {self.cases_total} cases correct."
+            passed = f"[{self.exercise}] PASSED: all {self.cases_total} cases correct."
+            return passed + (f"\n  note: {self.note}" if self.note else "")
         which = "hidden case" if self.hidden else "case"
         lines = [f"[{self.exercise}] FAILED on {which} {self.cases_run} of {self.cases_total}: {self.failed_case}"]
         if self.library_called:
@@ -172,6 +179,8 @@ class CheckReport:
             lines.append(f"  diagnosis: {self.mistake}")
         if self.hint:
             lines.append(f"  hint: {self.hint}")
+        if self.note:
+            lines.append(f"  note: {self.note}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -445,8 +454,9 @@ def _difference(case: Case, got: np.ndarray) -> tuple[str, int | None] | None:
                        f"{int(case.upper[index])} is accepted)"
         return f"value{where}: expected {shown_e}, got {shown_g}{accepted}{total}", flat
     difference = abs(float(got[index]) - float(e[index])) if np.isfinite(got[index]) else float("inf")
-    return (f"value{where}: expected {shown_e}, got {shown_g} (difference {difference:.3g}, tolerance "
-            f"{case.atol:.1g}, whatever the dtype){total}", flat)
+    tolerance = tolerance_text(case.atol) if case.atol > 0 else "0"
+    return (f"value{where}: expected {shown_e}, got {shown_g} (difference {difference:.3g}, tolerance {tolerance}, "
+            f"whatever the dtype){total}", flat)
 
 
 def judge(exercise: str, cases: Sequence[Case], outcomes: Sequence[Outcome | None]) -> CheckReport:
@@ -730,6 +740,7 @@ def check(exercise_id: str, fn: Callable[..., Any] | None, *, hidden: bool = Fal
         except Exception:  # noqa: BLE001 - the look-up is a courtesy; the calls below are watched anyway
             library, modules = set(), set()
         outcomes = []
+        started = time.monotonic()
         for case in cases:
             with _Watch(codes) as watch:
                 outcome = call_case(fn, case.args)
@@ -738,7 +749,21 @@ def check(exercise_id: str, fn: Callable[..., Any] | None, *, hidden: bool = Fal
                                     tuple(sorted(modules))))
             if outcome.status != "ok":
                 break
+        seconds = time.monotonic() - started
         outcomes += [None] * (len(cases) - len(outcomes))
+        report = judge(exercise_id, cases, outcomes)
+        if hidden or not report.passed:
+            return report
+        # the grader allows CALL_TIMEOUT seconds for the calls of all cases, visible and hidden together
+        limit = (f"the grader allows {CALL_TIMEOUT:g} s for the calls of all cases of an exercise, visible and hidden "
+                 f"together (on its own machine, which may be slower than yours)")
+        if seconds > CALL_TIMEOUT:
+            return CheckReport(exercise_id, False, len(cases), len(cases), failed_case="the time limit",
+                               error=f"your function took {seconds:.0f} s for the visible cases alone; {limit}",
+                               hint="make it faster: vectorise the inner loops with NumPy or torch")
+        if seconds > CALL_TIMEOUT / 3:
+            report.note = f"your function took {seconds:.0f} s for the visible cases; {limit}: make it faster"
+        return report
     return judge(exercise_id, cases, outcomes)
 
 

@@ -79,6 +79,7 @@ from .._validation import (
 from ._cells import MAX_ANSWER_CELLS, Selection, select_cells, serialised_parsing
 from .environment import missing_modules, unavailable_sentence
 from .exercises import (
+    CALL_TIMEOUT,
     EXERCISES,
     GRADING_SETUP,
     Case,
@@ -481,7 +482,7 @@ def grade_cells(
     notebook: str = "",
     exercises: list[str] | None = None,
     cell_timeout: float = 60.0,
-    call_timeout: float = 60.0,
+    call_timeout: float = CALL_TIMEOUT,
     timeout: float = 300.0,
     seed: int | None = None,
     limits: SandboxLimits | None = None,
@@ -705,7 +706,7 @@ def grade_notebook(
     exercises: list[str] | None = None,
     out: Path | None = None,
     cell_timeout: float = 60.0,
-    call_timeout: float = 60.0,
+    call_timeout: float = CALL_TIMEOUT,
     timeout: float = 300.0,
     seed: int | None = None,
     limits: SandboxLimits | None = None,
@@ -1148,7 +1149,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--isolation", choices=("full", "limited"),
                         help="'limited' allows grading without root (unsafe with hostile submissions)")
     parser.add_argument("--cell-timeout", type=float, default=60, help="seconds per answer cell")
-    parser.add_argument("--call-timeout", type=float, default=60, help="seconds per exercise (its calls only)")
+    parser.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT,
+                        help="seconds per exercise (its calls only)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds for a whole submission (wall clock)")
     parser.add_argument("--seed", type=int, help="seed of the hidden cases (default: a fresh secret per submission)")
     args = parser.parse_args(argv)
