@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["GRADING_ROOTS", "allowed_entries", "grading_distributions", "grading_top_level", "missing_modules",
-           "module_of_file", "other_site_folders", "site_folders", "unavailable_module", "unavailable_sentence"]
+           "other_site_folders", "site_folders", "unavailable_module", "unavailable_sentence"]
 
 #: the distributions grading needs (everything they require comes with them): the arrays, the cell runner, and what
 #: ``import course_pe`` imports
@@ -150,7 +150,7 @@ def grading_top_level() -> frozenset[str]:
     return frozenset(names)
 
 
-def module_of_file(filename: str) -> str | None:
+def _module_of_file(filename: str) -> str | None:
     """The top-level module a source file belongs to when it lies in a site-packages folder, else None."""
     for folder in site_folders() + other_site_folders():
         prefix = folder.rstrip(os.sep) + os.sep
@@ -177,20 +177,26 @@ def unavailable_module(name: str) -> bool:
     origin = getattr(spec, "origin", None) or ""
     locations = list(getattr(spec, "submodule_search_locations", None) or [])
     files = [origin, *locations]
-    return any(module_of_file(os.path.realpath(f)) for f in files if f and f not in ("built-in", "frozen"))
+    return any(_module_of_file(os.path.realpath(f)) for f in files if f and f not in ("built-in", "frozen"))
 
 
 def missing_modules(error: str | None) -> list[str]:
     """The modules an error text says could not be imported (``No module named 'x.y'`` gives ``x``) that this machine
     has but a graded submission does not (:func:`unavailable_module`)."""
-    if not error or "No module named" not in error:
+    from .._validation import check_optional_str
+
+    if not check_optional_str("error", error) or "No module named" not in error:
         return []
     found = re.findall(r"No module named '([\w.]+)'", error)
     return sorted({m.split(".")[0] for m in found if unavailable_module(m)})
 
 
 def unavailable_sentence(modules: list[str] | tuple[str, ...]) -> str:
-    """The one sentence the notebook's check and the grader give when a submission uses modules grading lacks."""
-    shown = ", ".join(f"`{m}`" for m in modules)
+    """The one sentence the notebook's check and the grader give when a submission uses modules grading lacks
+    (``modules``: a list or tuple of module names)."""
+    from .._validation import check_str_sequence
+
+    kind = tuple if isinstance(modules, tuple) else list
+    shown = ", ".join(f"`{m}`" for m in check_str_sequence("modules", modules, kind=kind, nonempty_items=True))
     return (f"your answer uses {shown}, which is not available when your work is graded (grading provides Python's "
             "standard library, numpy, torch, matplotlib, tqdm and course_pe without the exercise's own functions)")

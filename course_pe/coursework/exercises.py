@@ -108,8 +108,10 @@ def tolerance_text(tolerance: float) -> str:
 
 def library_sentence(names: Sequence[str]) -> str:
     """The one sentence the notebook's check and the grader give when a submission uses a library function that the
-    exercise asks students to write themselves (absent from the ``course_pe`` a graded submission imports)."""
-    return (f"your answer uses {', '.join(names)}, which this exercise does not allow: implement it yourself (when "
+    exercise asks students to write themselves (absent from the ``course_pe`` a graded submission imports).
+    ``names``: a list or tuple of dotted names."""
+    kind = tuple if isinstance(names, tuple) else list
+    return (f"your answer uses {', '.join(check_str_sequence('names', names, kind=kind, nonempty_items=True))}, which this exercise does not allow: implement it yourself (when "
             "your work is graded, course_pe does not have it)")
 
 
