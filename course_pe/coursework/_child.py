@@ -18,8 +18,8 @@ Processes, as root at the *full* isolation level::
                                          builds a fresh root file system
                                          (read-only system and Python folders, the grading build of course_pe, a
                                          size-limited /tmp), pivots into it, sets resource limits, drops to its own
-                                         user id with no_new_privs, then runs the set-up, the answer cells and the
-                                         calls the grader asks for.
+                                         user id with no_new_privs, installs the seccomp filter, then runs the
+                                         set-up, the answer cells and the calls the grader asks for.
 
 Killing the child (PID 1 of its namespace) kills every process of the submission; the grader also kills the
 cgroup. At the *limited* level (the grader is not root) there are no namespaces: the child runs as the grader's
