@@ -51,6 +51,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import warnings
 from typing import Literal
 
 import torch
@@ -87,10 +88,12 @@ ROPE_LAYOUTS: tuple[str, ...] = ("interleaved", "half")
 
 __all__ = [
     "ANGLE_DTYPES",
+    "DEVICE_CHECKS_VARIABLE",
     "MAX_POSITION",
     "ROPE_LAYOUTS",
     "RotaryEmbedding",
     "apply_rope",
+    "device_value_checks",
     "half_to_interleaved",
     "interleaved_to_half",
     "layout_permutation",
@@ -143,7 +146,11 @@ def _values_checked(t: torch.Tensor) -> bool:
     transforms, not a meta tensor, and on the CPU unless device checks are on."""
     if _compiling() or t.is_meta or _transformed(t):
         return False
-    return t.device.type == "cpu" or _device_checks
+    return t.device.type in _HOST_DEVICES or _device_checks
+
+
+#: Device types whose tensors live in host memory, where reading a value costs no wait for an accelerator.
+_HOST_DEVICES = ("cpu",)
 
 
 def _check_finite(name: str, t: torch.Tensor) -> None:
@@ -371,13 +378,32 @@ def _transformed(x: torch.Tensor) -> bool:
 
 def _fused(x: torch.Tensor) -> bool:
     """Whether :mod:`course_pe._rope_triton` rotates ``x``: a CUDA tensor (or a CPU one under Triton's interpreter,
-    for the tests), Triton installed, eager mode (``torch.compile`` fuses the torch formula itself)."""
-    return _FUSED_DEVICES_ENABLED and not _compiling() and _rope_triton.usable(x) and not _transformed(x)
+    for the tests), Triton installed and working there, eager mode (``torch.compile`` fuses the torch formula
+    itself)."""
+    return (_FUSED_ENABLED and not _compiling() and x.device.type not in FUSED_FAILURES and _rope_triton.usable(x)
+            and not _transformed(x))
 
 
-#: Whether apply_rope and RotaryEmbedding use the fused Triton kernel where it can run (CUDA); the tests turn it off to
-#: compare with the torch path, and on to run it on CPU tensors through Triton's interpreter.
-_FUSED_DEVICES_ENABLED = True
+#: Whether apply_rope and RotaryEmbedding use the fused Triton kernel where it can run (CUDA).
+_FUSED_ENABLED = True
+#: Device types on which the fused kernel failed (a GPU that Triton cannot compile for, a broken installation), with
+#: the error: they use the torch path from then on.
+FUSED_FAILURES: dict[str, str] = {}
+
+
+def _run_fused(
+    x: torch.Tensor, positions: torch.Tensor | None, offset: int, params: torch.Tensor, rotary_dim: int, layout: str
+) -> torch.Tensor | None:
+    """The fused kernel's result, or ``None`` (with a warning, once per device type) where it fails: the caller then
+    takes the torch path."""
+    try:
+        return _rope_triton.rotate(x, positions, offset, params, rotary_dim, layout == "interleaved")
+    except Exception as error:  # noqa: BLE001 (Triton's compile and launch errors have no common base class)
+        message = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+        FUSED_FAILURES[x.device.type] = message
+        warnings.warn(f"course_pe.rope: the fused Triton kernel failed on {x.device.type} ({message}); RoPE takes the "
+                      "torch path there from now on", RuntimeWarning, stacklevel=3)
+        return None
 
 
 def rotate_with_cos_sin(
@@ -574,7 +600,9 @@ def apply_rope(
         if isinstance(offset, torch.Tensor):
             positions, offset = _default_positions(x, offset), 0
         kernel_positions = None if positions is None else positions.to(x.device)
-        return _rope_triton.rotate(x, kernel_positions, offset, params, rotary_dim, layout == "interleaved")
+        out = _run_fused(x, kernel_positions, offset, params, rotary_dim, layout)
+        if out is not None:
+            return out
     cis = None
     default_rows = positions is None and isinstance(offset, int)
     if default_rows and inv_freq is None and offset + x.shape[-2] <= CACHE_LIMIT and not _compiling():
@@ -959,8 +987,11 @@ class RotaryEmbedding(nn.Module):
                              transformed=_transformed(positions) or _transformed(self.cos_cached))
 
     def _cos_sin(
-        self, positions: torch.Tensor, seq_len: int | None, *, transformed: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self, positions: torch.Tensor, seq_len: int | None, *, transformed: bool, tables: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Check ``positions`` (reading their values), set the frequencies for the current length and return the
+        float64 cos/sin at ``positions``; with ``tables=False`` only the checks and the frequencies (for the fused
+        kernel, which computes cos and sin itself): ``None``."""
         check_tensor("positions", positions, "position", finite=False)
         require_values("positions", positions)
         _check_finite("positions", positions)
@@ -979,7 +1010,9 @@ class RotaryEmbedding(nn.Module):
         device = positions.device
         if transformed:
             return self._cos_sin_transformed(positions, needed, seq_len if seq_len is not None else needed)
-        self._update_frequencies(seq_len if seq_len is not None else needed, device)
+        self._update_frequencies(seq_len if seq_len is not None else needed, device, rebuild=tables)
+        if not tables:
+            return None
         if needed > self.cache_limit:
             # past the bounded cache: compute cos/sin for these positions only (memory ~ positions.numel())
             return _cos_sin(positions, self._inv_freq64.to(device), torch.float64, self.attention_factor,
@@ -1063,21 +1096,28 @@ class RotaryEmbedding(nn.Module):
             length = seq_len if seq_len is not None else offset + seq
             if fused:
                 self._update_frequencies(length, x.device, rebuild=False)
-                return _rope_triton.rotate(x, None, offset, self._kernel_params(x.device), self.rotary_dim,
-                                           self.layout == "interleaved")
+                out = _run_fused(x, None, offset, self._kernel_params(x.device), self.rotary_dim, self.layout)
+                if out is not None:
+                    return out
             cos, sin = self._rows(offset, seq, length, x.device)
         else:
             if positions is None:
                 positions = _default_positions(x, offset)
             if transformed or _values_checked(positions):
-                cos, sin = self._cos_sin(positions, seq_len, transformed=transformed)
+                if fused:  # checked here, rotated by the kernel
+                    self._cos_sin(positions, seq_len, transformed=False, tables=False)
+                    out = _run_fused(x, positions, 0, self._kernel_params(x.device), self.rotary_dim, self.layout)
+                    if out is not None:
+                        return out
+                cos, sin = self._cos_sin(positions, seq_len, transformed=transformed)  # type: ignore[misc]
             else:  # a GPU or torch.compile: nothing read back to the host
                 inv_freq = self._length_frequencies(positions, seq_len)
                 if fused:
                     params = torch.cat([inv_freq.to(x.device), torch.full(
                         (1,), self.attention_factor, dtype=torch.float64, device=x.device)])
-                    return _rope_triton.rotate(x, positions, 0, params, self.rotary_dim,
-                                               self.layout == "interleaved")
+                    out = _run_fused(x, positions, 0, params, self.rotary_dim, self.layout)
+                    if out is not None:
+                        return out
                 cos, sin = _cos_sin(positions, inv_freq, torch.float64, self.attention_factor, self.angle_dtype)
             if positions.dim() == 2:  # (batch, seq, h) -> (batch, 1, seq, h)
                 cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
