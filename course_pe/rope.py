@@ -184,9 +184,12 @@ def _default_positions(x: torch.Tensor, offset: int | torch.Tensor) -> torch.Ten
 
 
 def _check_position_values(name: str, positions: torch.Tensor) -> None:
-    """Refuse positions with ``|p| > MAX_POSITION`` (float64 rounds them: ``2**53 + 1`` becomes ``2**53``); only where
-    values are read (:func:`device_value_checks`)."""
-    if positions.numel() == 0 or not _values_checked(positions):
+    """Refuse meta positions (no values), and positions with ``|p| > MAX_POSITION`` (float64 rounds them: ``2**53 + 1``
+    becomes ``2**53``) where values are read (:func:`device_value_checks`)."""
+    if positions.numel() == 0 or _compiling() or _transformed(positions):
+        return
+    require_values(name, positions)
+    if not _values_checked(positions):
         return
     low, high = positions.min(), positions.max()
     if positions.dtype.is_floating_point:
@@ -211,8 +214,6 @@ def _check_positions(x: torch.Tensor, positions: object) -> torch.Tensor:
             "pass integer or float32 positions"
         )
     check_tensor("positions", positions, "position", finite=False)
-    if positions.is_meta and not x.is_meta:
-        require_values("positions", positions)
     _check_finite("positions", positions)
     _check_position_values("positions", positions)
     if positions.dim() == 1:
