@@ -281,3 +281,37 @@ def test_rotate_with_cos_sin_says_when_tables_do_not_fit_x():
     for layout in ("half", "interleaved"):
         assert cpe.rotate_with_cos_sin(x, torch.ones(0, 4), torch.ones(0, 4), layout=layout).shape == x.shape
         assert cpe.rotate_with_cos_sin(x, torch.ones(1, 4), torch.zeros(1, 4), layout=layout).shape == x.shape
+
+
+# ----------------------------------------------------------------------------- the H200 measurement the chapter cites
+
+
+def test_the_stored_h200_measurement_is_its_report():
+    """course_pe/data: the JSON the chapter reads holds the numbers of the measurement's report (copied unchanged to
+    book/reference/measurements/ with the scripts that produced it), row for row."""
+    import json
+    import re
+    from pathlib import Path
+
+    import importlib.resources
+
+    root = Path(__file__).resolve().parents[1]
+    data = json.loads(importlib.resources.files("course_pe").joinpath("data/rope_h200_2026-11-28.json").read_text())
+    report = (root / data["report"]).read_text()
+    assert data["report"] == "book/reference/measurements/2026-11-28-h200-rope.md" and data["date"] == "2026-11-28"
+    for script in data["scripts"]:
+        assert (root / script).is_file()
+    table = {}
+    for line in report.splitlines():
+        cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and re.fullmatch(r"[0-9.]+", cells[1]):
+            table[cells[0].strip("`")] = [float(c) for c in cells[1:]]
+    rows = data["prefill"]["rows"]
+    assert len(rows) == len(table) == 8
+    for row, (name, numbers) in zip(rows, table.items()):
+        assert numbers == [row["bf16_ms"], row["bf16_x_clone"], row["fp32_ms"], row["fp32_x_clone"]], name
+    decode = {c[0].strip("`"): float(c[1]) for c in
+              ([x.strip() for x in line.strip().strip("|").split("|")] for line in report.splitlines())
+              if len(c) == 2 and re.fullmatch(r"[0-9]+", c[1])}
+    assert [r["us_per_call"] for r in data["decode"]["rows"]] == list(decode.values()) == [56, 579, 572]
+    assert "783 ATen operations" in report and data["breakdown_bf16"]["aten_operations_seq_8192_8_heads"]["half"] == 783
