@@ -153,7 +153,14 @@ def textbook_rope(x: torch.Tensor, cos_full: torch.Tensor, sin_full: torch.Tenso
             ok = False
         if not ok:
             raise ValueError(f"{name} of shape {tuple(t.shape)} does not broadcast to x's shape {tuple(x.shape)}")
-    return x * cos_full + rotate_half(x) * sin_full
+    return _textbook(x, cos_full, sin_full)
+
+
+def _textbook(x: torch.Tensor, cos_full: torch.Tensor, sin_full: torch.Tensor) -> torch.Tensor:
+    """:func:`textbook_rope` without its checks: the formula alone, as the benchmark times it (a check that reads a
+    value would make a GPU wait at every call, which the formula itself does not)."""
+    half = x.shape[-1] // 2
+    return x * cos_full + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin_full
 
 
 def complex_rope(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
@@ -173,6 +180,11 @@ def complex_rope(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
     if not ok:
         raise ValueError(f"freqs_cis of shape {tuple(freqs_cis.shape)} does not broadcast to {want}")
     check_same_device("freqs_cis", freqs_cis, "x", x)
+    return _complex(x, freqs_cis)
+
+
+def _complex(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+    """:func:`complex_rope` without its checks (Meta's formula alone, as the benchmark times it)."""
     # view_as_complex needs pairs adjacent in memory: a transposed or strided x is copied first (a no-op otherwise)
     z = torch.view_as_complex(x.float().contiguous().reshape(*x.shape[:-1], x.shape[-1] // 2, 2))
     return torch.view_as_real(z * freqs_cis).flatten(-2).type_as(x)
@@ -512,17 +524,17 @@ def run_rope_benchmark(
     candidates: list[tuple[str, Callable[[], object], torch.Tensor | None]] = [
         ("clone", lambda: x.clone(), None),
         ("copy into preallocated", lambda: copy_buffer.copy_(x), None),
-        ("textbook half", lambda: textbook_rope(x, cos_full, sin_full), ref_half),
+        ("textbook half", lambda: _textbook(x, cos_full, sin_full), ref_half),
         ("textbook half, preallocated", textbook_preallocated, ref_half),
         ("apply_rope half", lambda: apply_rope(x, layout="half"), ref_half),
-        ("complex interleaved", lambda: complex_rope(x, freqs_cis), ref_inter),
+        ("complex interleaved", lambda: _complex(x, freqs_cis), ref_inter),
         ("apply_rope interleaved", lambda: apply_rope(x, layout="interleaved"), ref_inter),
         ("apply_rope half, positions", lambda: apply_rope(x, positions, layout="half"), ref_half),
         ("RotaryEmbedding half", lambda: module(x), ref_half),
     ]
     if compiled:
         try:
-            fused_textbook = torch.compile(lambda t: textbook_rope(t, cos_full, sin_full), dynamic=False)
+            fused_textbook = torch.compile(lambda t: _textbook(t, cos_full, sin_full), dynamic=False)
             with torch.inference_mode():
                 fused_textbook(x)
             candidates.append(("compiled textbook half", lambda: fused_textbook(x), ref_half))
@@ -609,7 +621,7 @@ def run_decode_benchmark(
     module = RotaryEmbedding(head_dim, layout="half").to(device)
     candidates: list[tuple[str, Callable[[], object]]] = [
         ("clone", lambda: x.clone()),
-        ("textbook half (cos/sin given)", lambda: textbook_rope(x, cos_full, sin_full)),
+        ("textbook half (cos/sin given)", lambda: _textbook(x, cos_full, sin_full)),
         ("apply_rope half, offset", lambda: apply_rope(x, offset=position, layout="half")),
         ("apply_rope half, positions", lambda: apply_rope(x, where, layout="half")),
         ("RotaryEmbedding half, offset", lambda: module(x, offset=position)),
