@@ -568,6 +568,8 @@ def apply_rope(
     if x.dim() < 2:
         raise ValueError(f"x must be (..., seq, head_dim), got shape {tuple(x.shape)}")
     base = check_positive_float("base", base)
+    if base <= 1.0 and inv_freq is None:  # (rope_frequencies' check: default frequencies are computed without it)
+        raise ValueError(f"base must be > 1 so that frequencies decrease, got {base}")
     head_dim = x.shape[-1]
     if rotary_dim is None:
         rotary_dim = check_even("head_dim (last dimension of x)", head_dim)
@@ -1112,13 +1114,17 @@ class RotaryEmbedding(nn.Module):
                         return out
                 cos, sin = self._cos_sin(positions, seq_len, transformed=transformed)  # type: ignore[misc]
             else:  # a GPU or torch.compile: nothing read back to the host
-                inv_freq = self._length_frequencies(positions, seq_len)
+                length_dependent = isinstance(self.scaling, (DynamicNTKScaling, LongRoPEScaling))
                 if fused:
-                    params = torch.cat([inv_freq.to(x.device), torch.full(
-                        (1,), self.attention_factor, dtype=torch.float64, device=x.device)])
+                    if length_dependent:
+                        params = torch.cat([self._length_frequencies(positions, seq_len).to(x.device), torch.full(
+                            (1,), self.attention_factor, dtype=torch.float64, device=x.device)])
+                    else:  # the frequencies never change: the cached parameters (a decoding step's common case)
+                        params = self._kernel_params(x.device)
                     out = _run_fused(x, positions, 0, params, self.rotary_dim, self.layout)
                     if out is not None:
                         return out
+                inv_freq = self._length_frequencies(positions, seq_len)
                 cos, sin = _cos_sin(positions, inv_freq, torch.float64, self.attention_factor, self.angle_dtype)
             if positions.dim() == 2:  # (batch, seq, h) -> (batch, 1, seq, h)
                 cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
