@@ -111,14 +111,14 @@ OPTIONAL_RATIOS: dict[str, tuple[str, str, float, str]] = {
     "compiled half / clone": ("compiled half", "clone", 1.3, "<="),
     "compiled interleaved / clone": ("compiled interleaved", "clone", 1.3, "<="),
 }
-#: Issue 33's targets on a GPU, bfloat16 prefill (4, 32, 8192, 128): at most 1.5 clones.
+#: The targets of issue 33 on a GPU, for a bfloat16 prefill of shape (4, 32, 8192, 128); at most 1.5 clones.
 GPU_RATIOS: dict[str, tuple[str, str, float, str]] = {
     "apply_rope half / clone": ("apply_rope half", "clone", 1.5, "<="),
     "apply_rope interleaved / clone": ("apply_rope interleaved", "clone", 1.5, "<="),
     "RotaryEmbedding half / clone": ("RotaryEmbedding half", "clone", 1.5, "<="),
     "textbook half / apply_rope half": ("textbook half", "apply_rope half", 1.0, ">="),
 }
-#: Issue 33's targets for a decoding step: at most 1.2 times the wall time of the textbook formula with cos/sin given.
+#: The targets of issue 33 for a decoding step; at most 1.2 times the wall time of the textbook formula (cos/sin given).
 DECODE_RATIOS: dict[str, tuple[str, str, float, str]] = {
     "apply_rope half, positions / textbook": ("apply_rope half, positions", "textbook half (cos/sin given)", 1.2, "<="),
     "RotaryEmbedding half, positions / textbook": ("RotaryEmbedding half, positions", "textbook half (cos/sin given)",
@@ -308,7 +308,7 @@ def _all_ratios(rows: list[BenchmarkRow], targets: dict[str, tuple[str, str, flo
 
 
 def benchmark_ratios(rows: list[BenchmarkRow], *, targets: dict | None = None) -> dict[str, float]:
-    """The ratios of ``targets`` (default :data:`RATIOS`; also :data:`GPU_RATIOS`, :data:`DECODE_RATIOS`), and of
+    """The ratios of ``targets`` (default ``RATIOS``; also :data:`GPU_RATIOS`, :data:`DECODE_RATIOS`), and of
     ``OPTIONAL_RATIOS`` whose rows are present, computed from ``rows``' median times (each row name must appear
     once)."""
     if not isinstance(rows, (list, tuple)) or not all(isinstance(r, BenchmarkRow) for r in rows):
@@ -327,7 +327,7 @@ def benchmark_ratios(rows: list[BenchmarkRow], *, targets: dict | None = None) -
 def format_report(rows: list[BenchmarkRow], *, targets: dict | None = None, unit: str = "ms") -> list[str]:
     """The lines ``main`` prints after its header: one per row (time and multiple of ``clone``; with CPU samples
     also the CPU time's multiple, with allocations the peak bytes' multiple of clone's), then one per ratio of
-    ``targets`` (default :data:`RATIOS`) with its target. ``unit`` is ``"ms"`` or ``"us"`` (the times printed)."""
+    ``targets`` (default ``RATIOS``) with its target. ``unit`` is ``"ms"`` or ``"us"`` (the times printed)."""
     check_choice("unit", unit, ("ms", "us"))
     targets = _check_targets(targets)
     ratios = benchmark_ratios(rows, targets=targets)
