@@ -791,4 +791,7 @@ def _serve(shell: Any, fd_in: int, fd_out: int) -> None:  # pragma: no cover - t
 
 
 if __name__ == "__main__":  # pragma: no cover
+    if sys.argv[1:] == ["--seccomp-probe"]:  # containment(): can this process install the filter? (exit status 0)
+        install_seccomp()
+        os._exit(0 if _libc().unshare(_CLONE_NEWUTS) != 0 else 1)
     zygote_main(json.loads(sys.argv[1]))

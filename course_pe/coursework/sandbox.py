@@ -253,6 +253,19 @@ def _clean_stale(base: str) -> None:
                 pass
 
 
+def _seccomp_works() -> bool:
+    """Whether a process started as the sandbox's are can install the sandbox's seccomp filter, and the filter then
+    refuses what it should (a probe process installs it and tries ``unshare``)."""
+    if not _child.seccomp_available():
+        return False
+    try:
+        probe = subprocess.run([sys.executable, "-I", "-S", str(_CHILD_SCRIPT), "--seccomp-probe"],
+                               capture_output=True, timeout=60, env=_sandbox_env(), cwd="/")
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0
+
+
 @lru_cache(maxsize=1)
 def containment() -> Containment:
     """Find out once what this machine allows: the isolation level and the cgroups (see :class:`Containment`)."""
@@ -273,9 +286,9 @@ def containment() -> Containment:
                 notes.append("namespaces are not available: " + probe.stderr.decode("utf-8", "replace")[-200:])
         except (OSError, subprocess.SubprocessError) as exc:
             notes.append(f"unshare failed: {exc}")
-    seccomp = _child.seccomp_available()
+    seccomp = _seccomp_works()
     if not seccomp:
-        notes.append("no seccomp filter (the kernel or this architecture does not offer one)")
+        notes.append("no seccomp filter (the kernel, the container or this architecture does not allow one)")
     if os.name != "posix" or os.geteuid() != 0:
         return Containment(level, notes=tuple(notes + ["no cgroups (they need root)"]), seccomp=seccomp)
     mounts = _mountinfo()
