@@ -241,7 +241,7 @@ def test_hidden_cases_are_randomised_and_reproducible():
 
 def test_failure_says_what_differed_before_the_hint():
     wrong_shape = check("sinusoidal_table", lambda n, d: sinusoidal_table(n, d).T)
-    assert wrong_shape.difference.startswith("shape: expected (1, 2), got (2, 1)") and wrong_shape.mistake is None
+    assert wrong_shape.difference.startswith("shape: expected (10, 4), got (4, 10)") and wrong_shape.mistake is None
     half = check("sinusoidal_table", lambda n, d: sinusoidal_table(n, d).half())
     assert half.difference.startswith("dtype: got float16") and half.mistake is None
     text = str(check("alibi_slopes", lambda n: [2.0 ** (-8.0 * (k + 1) / n) for k in range(n)]))
@@ -575,3 +575,14 @@ def test_the_check_applies_the_graders_time_limit(monkeypatch):
     delay["seconds"] = 0.12  # 1.08 s
     report = check("alibi_slopes", slow)
     assert not report.passed and report.failed_case == "the time limit" and "visible cases alone" in report.error
+
+
+def test_axes_of_length_one_do_not_decide():
+    """A table returned as the Annotated Transformer keeps it (``pe.unsqueeze(0)``: shape (1, n, d)), slopes of shape
+    (heads, 1, 1) as x-transformers stores them, a gap kept as a (1,) tensor: the same entries in the same order, judged
+    on their values, by the check and the grader alike. A transposed or wrongly sized answer still fails on its shape."""
+    assert check("sinusoidal_table", lambda n, d: sinusoidal_table(n, d).unsqueeze(0)).passed
+    assert check("alibi_slopes", lambda n: alibi_slopes(n)[:, None, None]).passed
+    assert check("extrapolation_gap", lambda x, n: torch.tensor([extrapolation_gap(x, n)])).passed
+    assert check("sinusoidal_table", lambda n, d: sinusoidal_table(n, d).T).difference.startswith("shape")
+    assert check("alibi_slopes", lambda n: alibi_slopes(n)[:-1, None]).difference.startswith("shape")

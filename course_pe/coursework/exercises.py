@@ -111,8 +111,9 @@ def library_sentence(names: Sequence[str]) -> str:
     exercise asks students to write themselves (absent from the ``course_pe`` a graded submission imports).
     ``names``: a list or tuple of dotted names."""
     kind = tuple if isinstance(names, tuple) else list
-    return (f"your answer uses {', '.join(check_str_sequence('names', names, kind=kind, nonempty_items=True))}, which this exercise does not allow: implement it yourself (when "
-            "your work is graded, course_pe does not have it)")
+    shown = ", ".join(check_str_sequence("names", names, kind=kind, nonempty_items=True))
+    return (f"your answer uses {shown}, which this exercise does not allow: implement it yourself (when your work is "
+            "graded, course_pe does not have it)")
 
 
 @dataclass
@@ -417,6 +418,16 @@ def _values_match(case: Case, got: np.ndarray, reference: np.ndarray, bounds: bo
     return not bool(np.any(_bad_entries(case, got, reference, bounds)))
 
 
+def _unit_axes_as_expected(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """``got`` in the shape of ``expected`` when the two differ only by axes of length 1 (a table returned with the
+    leading batch axis of ``pe.unsqueeze(0)``, slopes of shape ``(heads, 1, 1)``, a mean kept with ``keepdim``): the
+    entries and their order are the same, so the answer is judged on its values; otherwise ``got`` unchanged."""
+    if got.shape != expected.shape and got.size == expected.size and \
+            tuple(n for n in got.shape if n != 1) == tuple(n for n in expected.shape if n != 1):
+        return got.reshape(expected.shape)
+    return got
+
+
 def _where(case: Case, index: tuple[int, ...]) -> str:
     """The input an entry of the answer belongs to, from ``case.axes``: ``offset -90 (entry 110)``,
     ``position 3, dimension 5``; the plain index when the case names no axes."""
@@ -493,7 +504,7 @@ def judge(exercise: str, cases: Sequence[Case], outcomes: Sequence[Outcome | Non
             return CheckReport(exercise, False, n, total, error=outcome.error, hint=case.hint, **base)
         if outcome.status != "ok" or outcome.value is None:
             return CheckReport(exercise, False, n, total, difference=f"type: {outcome.error}", hint=case.hint, **base)
-        got = outcome.value
+        got = _unit_axes_as_expected(outcome.value, case.expected)
         try:
             found = _difference(case, got)
         except Exception as exc:  # a bug here must not take the grader down
@@ -835,7 +846,8 @@ TOLERANCES = {
 def _sinusoidal_table_cases(rng: np.random.Generator | None) -> list[Case]:
     """``fn(num_positions, d_model)`` must return the interleaved sinusoidal table (base 10000), every entry within
     1e-4 of the reference, whatever its dtype.
-    Hidden cases: ``num_positions`` in 2 ... 200, ``d_model`` even in 2 ... 256 (the visible cases include 200 x 256)."""
+    Hidden cases: ``num_positions`` in 2 ... 200, ``d_model`` even in 2 ... 256 (the visible cases include
+    200 x 256)."""
     sizes = [(1, 2, False), (10, 4, False), (50, 16, False), (7, 128, False), (200, 256, False)]
     if rng is not None:
         sizes += [(int(rng.integers(2, 201)), _even(rng, 2, 256), True) for _ in range(HIDDEN_CASES)]

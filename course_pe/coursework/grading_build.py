@@ -164,8 +164,8 @@ def _stand_in_source() -> str:
 def grading_build(unavailable: list[str] | tuple[str, ...]) -> Path:
     """A folder holding a ``course_pe`` package without the functions ``unavailable`` (dotted names such as
     ``course_pe.t5.t5_relative_position_bucket`` or ``course_pe.t5.T5RelativeBias.forward``) and without the
-    coursework tools (a stand-in ``course_pe.coursework.exercises`` only); built once per grader process for each set of names. ``ValueError`` if a name does
-    not exist (the exercise registry and the library disagree)."""
+    coursework tools (a stand-in ``course_pe.coursework.exercises`` only); built once per grader process for each set
+    of names. ``ValueError`` if a name does not exist (the exercise registry and the library disagree)."""
     from .._validation import check_str_sequence
 
     if not isinstance(unavailable, (list, tuple)):

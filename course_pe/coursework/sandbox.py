@@ -38,8 +38,8 @@ their size.
 **The limited level** (the grader is not root, or namespaces do not work): the child runs as the grader's user in a
 fresh temporary folder with the same environment and per-process limits, and a ``sys.path`` that holds links to the
 packages grading needs only (the same modules as the full level, so the same verdicts; not a wall: the files stay
-readable). It can read what that user can read (the book included) and may leave processes behind; the grader refuses this level unless asked for it explicitly. When the
-grader is root but namespaces do not work (a container without the capability, such as Gradescope's), and Python and
+readable). It can read what that user can read (the book included) and may leave processes behind; the grader
+refuses this level unless asked for it explicitly. When the grader is root but namespaces do not work (a container without the capability, such as Gradescope's), and Python and
 its packages are readable by every user, the child still drops to a user id of its own with ``no_new_privs`` and a
 process limit (:func:`limited_drops_privileges`): it can read only what every user may read, cannot write the
 grader's files or signal the grader, and every process it leaves is killed by that user id.
