@@ -29,6 +29,20 @@ def sinusoidal_table(num_positions, d_model):
     pe[:, 1::2] = torch.cos(position * div_term)
     return pe.double()
 """),
+    # The Annotated Transformer's buffer as its module keeps it, with the batch axis of pe.unsqueeze(0): shape
+    # (1, num_positions, d_model), the same entries in the same order.
+    ("annotated_transformer_buffer_unsqueezed", """
+import math
+import torch
+
+def sinusoidal_table(num_positions, d_model):
+    pe = torch.zeros(num_positions, d_model)
+    position = torch.arange(0, num_positions).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe.unsqueeze(0).requires_grad_(False)
+"""),
     # The PyTorch tutorial's PositionalEncoding (pytorch/tutorials, beginner_source/transformer_tutorial.py): a
     # (max_len, 1, d_model) float32 buffer, squeezed; then converted with .numpy().astype('float64') (student G1).
     ("pytorch_tutorial_float32_numpy64", """
@@ -448,6 +462,28 @@ def rope_rotation(x, positions):
     freqs = freqs.repeat_interleave(2, dim=-1)
     return (x * freqs.cos()) + (rotate_half(x) * freqs.sin())
 """),
+    # Hugging Face's Llama path (transformers/models/llama/modeling_llama.py: rotate_half on the half layout, emb =
+    # cat(freqs, freqs)), used on this exercise's interleaved pairs by converting to the half layout and back.
+    ("hf_llama_rotate_half_via_half_layout", """
+import torch
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+def rope_rotation(x, positions):
+    dim = x.shape[-1]
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    freqs = positions[:, None].float() @ inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    half = torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)  # interleaved -> half layout
+    rotated = (half * cos) + (rotate_half(half) * sin)
+    out = torch.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = rotated[..., : dim // 2], rotated[..., dim // 2 :]  # and back
+    return out
+"""),
     # A rotation matrix per position (block diagonal), multiplied in float64, returned as nested lists.
     ("matrix_per_position_lists", """
 import math
@@ -738,6 +774,24 @@ def alibi_slopes(num_heads):
         m = torch.cat([m, m_hat])
     return m
 """),
+    # lucidrains' x-transformers (AlibiPositionalBias): Press et al.'s slopes kept as a (heads, 1, 1) buffer, ready to
+    # broadcast over the bias matrix.
+    ("x_transformers_heads_1_1", """
+import math
+import torch
+
+def alibi_slopes(num_heads):
+    def get_slopes_power_of_2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        return [start * start ** i for i in range(n)]
+
+    if math.log2(num_heads).is_integer():
+        slopes = get_slopes_power_of_2(num_heads)
+    else:
+        closest = 2 ** math.floor(math.log2(num_heads))
+        slopes = get_slopes_power_of_2(closest) + get_slopes_power_of_2(2 * closest)[0::2][: num_heads - closest]
+    return torch.tensor(slopes).unsqueeze(-1).unsqueeze(-1)
+"""),
     # NumPy float64, the power of two found with bit operations.
     ("numpy_bit_length", """
 import numpy as np
@@ -913,6 +967,15 @@ def extrapolation_gap(loss_by_position, train_length):
     values = [float(v) for v in loss_by_position]
     keep = lambda part: [v for v in part if not math.isnan(v)]
     return statistics.fmean(keep(values[train_length:])) - statistics.fmean(keep(values[:train_length]))
+"""),
+    # Means kept with keepdim: a tensor of shape (1,) (the same number).
+    ("keepdim_means", """
+import torch
+
+def extrapolation_gap(loss_by_position, train_length):
+    x = loss_by_position.unsqueeze(0)
+    return (torch.nanmean(x[:, train_length:], dim=1, keepdim=False)
+            - torch.nanmean(x[:, :train_length], dim=1, keepdim=False))
 """),
     # A 0-d tensor instead of a Python float (accepted: a number is a number).
     ("zero_dim_tensor", """
