@@ -620,7 +620,7 @@ def t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
     else:
         n = np.maximum(n, 0)
     max_exact = num_buckets // 2
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         large = max_exact + (np.log(n / max_exact) / np.log(max_distance / max_exact)
                              * (num_buckets - max_exact)).astype(np.int64)
     large = np.minimum(large, num_buckets - 1)
