@@ -332,7 +332,23 @@ html {{
   --pst-font-family-heading: var(--pst-font-family-base);
   --pst-font-family-monospace: var(--pst-font-family-monospace-system), "{family}";
 }}
-:lang(zh) {{ font-family: "{family}", var(--pst-font-family-base); }}
+""" + cjk_text_css(family)
+
+
+# MathJax draws formulas with its own fonts, which its elements (<mjx-container> and the <mjx-*> inside it) inherit
+# from MathJax's stylesheet. A rule that names a font for *every* Chinese element reaches them too: on a zh-CN page
+# every element matches :lang(zh), so digits, "=", "sin" and \mathrm were drawn in the body font ("i = 0" read
+# "i = C", issue 36 Z1). The Chinese font is therefore given to text only: :where() keeps the selector's weight that
+# of :lang(zh) alone, so the code rule below still wins for code. tools/site_test.py asks the browser which font drew
+# every glyph of the formulas (check_math_fonts).
+_NOT_MATH = ":where(:not(mjx-container, mjx-container *))"
+
+
+def cjk_text_css(family: str) -> str:
+    """The Chinese text rules: the served CJK font first for Chinese text (never for MathJax's elements), code in
+    the monospace stack, and emphasis as Chinese typesetting does it (below)."""
+    return f"""
+:lang(zh){_NOT_MATH} {{ font-family: "{family}", var(--pst-font-family-base); }}
 :lang(zh) code, :lang(zh) pre, :lang(zh) kbd {{ font-family: var(--pst-font-family-monospace); }}
 """
 
