@@ -129,6 +129,12 @@ SITE_MESSAGES: list[tuple[str, str]] = [
     ("errata", "callout in"),
     ("errata", "withdrawn"),
     ("errata", "no callout"),
+    # what an erratum's source section names in parentheses (errata.yml `section`: "2.3 (code)"), see zh_section
+    ("errata", "code"),
+    ("errata", "code comment"),
+    ("errata", "introduction"),
+    ("errata", "output"),
+    ("errata", "table"),
 ]
 
 # ----------------------------------------------------------------------------------------- text helpers
@@ -380,6 +386,29 @@ def _joined(word: str, text: str) -> str:
     return f"{word}{text}" if word.endswith(("：", ":")) else f"{word} {text}"
 
 
+_SECTION_NOTE = re.compile(r"\s*\(([^()]*)\)\s*")
+
+
+def zh_section(section: str, labels: dict) -> str:
+    """An erratum's source section as a Chinese reader reads it (issue 36, Z3).
+
+    errata.yml's ``section`` is shared by both editions: the source's own heading (Chinese), with what the passage is
+    in English parentheses ("2.3 (code)", "Transformer的排列不变性 (code comment)") and places separated by "; ".
+    Here the English note comes from site.po (context "errata": 代码, 代码注释, ...), parentheses and separators are
+    full-width, and a note that the heading already says ("开头段落 (introduction)") is dropped. A note that is not a
+    site label (a code identifier, a Chinese word of the source) is kept as it is, in full-width parentheses.
+    """
+    def note(match: re.Match) -> str:
+        inner = match.group(1).strip()
+        word = label(labels, "errata", inner)
+        head = match.string[:match.start()]
+        if word != inner and word in head:
+            return ""
+        return f"（{word}）"
+
+    return "；".join(_SECTION_NOTE.sub(note, part.strip()) for part in str(section).split(";"))
+
+
 def zh_errata_markdown(markdown: str, errata: dict[str, dict], titles: dict[str, str], labels: dict) -> str:
     """The Chinese form of one rendered block of errata entries.
 
@@ -403,11 +432,11 @@ def zh_errata_markdown(markdown: str, errata: dict[str, dict], titles: dict[str,
         withdrawn = entry.get("status") == "withdrawn"
         if withdrawn:
             parts += [f"*{label(labels, 'errata', 'withdrawn')}*",
-                      _joined(label(labels, "errata", "section"), entry["section"]),
+                      _joined(label(labels, "errata", "section"), zh_section(entry["section"], labels)),
                       label(labels, "errata", "no callout")]
         elif entry:
             parts += [label(labels, "errata", entry["category"]), label(labels, "errata", f"{entry['severity']} severity"),
-                      _joined(label(labels, "errata", "section"), entry["section"])]
+                      _joined(label(labels, "errata", "section"), zh_section(entry["section"], labels))]
         if ref:
             title = titles.get(ref["title"], ref["title"])
             parts.append(_joined(label(labels, "errata", "callout in"), f"{{ref}}`{title} <{ref['label']}>`"))
