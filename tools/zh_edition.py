@@ -5,6 +5,9 @@
     python tools/zh_edition.py sources OUT       # write the Chinese sources of the book into OUT (make book-zh)
     python tools/zh_edition.py check-switch      # the language-switch links of both built editions, on disk
     python tools/zh_edition.py charset           # every character the Chinese edition uses (for the CJK font)
+    python tools/zh_edition.py workbook OUT      # the Chinese workbook (make workbook-zh)
+    python tools/zh_edition.py student-sources OUT   # the Chinese student edition's sources (make book-student-zh)
+    python tools/zh_edition.py pdf --site SITE --out PDF   # the Chinese PDF from its single-page build (make pdf-zh)
 
 One source, two languages. The gettext catalogues under ``locale/zh_CN/LC_MESSAGES/`` are the one place the
 translations live: one ``.po`` per document of the TOC (``book/part1/worked_example.po`` for
@@ -112,7 +115,10 @@ SITE_MESSAGES: list[tuple[str, str]] = [
     ("theme", 'On this page'),
     ("theme", 'Skip to main content'),
     ("theme", 'Proof'),
+    ("theme", 'Exercise'),  # sphinx-exercise's zh_CN catalogue says 练习; the book's sections are 习题
     ("theme", "This table is wider than the column: scroll it sideways to see every column."),
+    ("config", "(student edition)"),  # after the book's title in the Chinese student edition
+    ("workbook", "Your answer here."),  # the answer placeholder of the Chinese workbook
     ("switch", "English"),
     ("switch", "Read this page in English"),
     ("errata", "math"),
@@ -277,7 +283,9 @@ def glossary_terms(text: str) -> dict[str, str]:
     terms: dict[str, str] = {}
     for english, chinese in glossary_rows(text):
         en = [t.strip().lower() for t in _drop_parentheses(english).split(",") if t.strip()]
-        cn = [t.split("/")[0].strip() for t in _drop_parentheses(chinese).split(",") if t.strip()]
+        # Chinese punctuation in the Chinese column (、 between terms, ／ between synonyms); the half-width forms
+        # are read too
+        cn = [re.split(r"[/／]", t)[0].strip() for t in re.split(r"[,、，]", _drop_parentheses(chinese)) if t.strip()]
         cn = [t for t in cn if CJK.search(t)]
         if not cn:
             continue  # the sources keep the English name
@@ -289,6 +297,37 @@ def glossary_terms(text: str) -> dict[str, str]:
             raise ValueError(f"glossary row {english!r} | {chinese!r}: {len(en)} English terms for {len(cn)} Chinese")
     return terms
 
+
+
+# ----------------------------------------------------------------------------------------- citations
+
+REFERENCES = ROOT / "references.bib"
+CITE_ROLE = re.compile(r"\{footcite(?::\w+)?\}`([^`]+)`")
+
+
+def chinese_literature(path: Path = REFERENCES) -> set[str]:
+    """Keys of the references written in Chinese (``langid = {chinese}``): 苏剑林's posts, d2l-zh.
+
+    The Chinese edition cites them where they are the primary literature for a Chinese reader, in a message whose
+    English has no such citation (the English edition does not cite them: an English reader cannot read them). A
+    translation may add a citation role whose keys are all of these; every other role must be the English one."""
+    from pybtex.database import parse_file
+
+    return {key for key, entry in parse_file(str(path)).entries.items()
+            if entry.fields.get("langid", "").lower() == "chinese"}
+
+
+def added_chinese_citations(msgid: str, msgstr: str, keys: set[str]) -> list[str]:
+    """The citation roles of ``msgstr`` that are not in ``msgid`` and cite only Chinese-literature ``keys``."""
+    english = CITE_ROLE.findall(msgid)
+    added = []
+    for match in CITE_ROLE.finditer(msgstr):
+        cited = [k.strip() for k in match.group(1).split(",")]
+        if match.group(1) in english:
+            english.remove(match.group(1))
+        elif cited and all(k in keys for k in cited):
+            added.append(match.group(0))
+    return added
 
 
 # ----------------------------------------------------------------------------------------- catalogues
@@ -784,6 +823,21 @@ def translate_notebook(nb: dict, translations: dict[str, str]) -> tuple[dict, se
     return nb, placed
 
 
+def zh_typography_config(labels: dict) -> dict:
+    """Configuration of the Chinese edition's citations, exercise labels and theorem titles (issue 36).
+
+    * citations: tools/zh_cite.py's reference style ("Vaswani 等", "苏剑林等"), loaded as a local extension;
+    * exercises: "习题 3" (site.po, context "theme": "Exercise"; sphinx-exercise's own catalogue says 练习), and the
+      solution's title "习题 3 解答" (edition_switch.solution_titles);
+    * theorem titles: full-width parentheses, "定理 5（RoPE 的分数只通过位置之差依赖于位置）".
+    """
+    exercise = label(labels, "theme", "Exercise")
+    config = {"bibtex_foot_reference_style": "foot_zh", "proof_title_format": "（%t）"}
+    if exercise != "Exercise":
+        config["numfig_format"] = {"exercise": f"{exercise} %s"}
+    return config
+
+
 def zh_config(labels: dict) -> dict:
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     config["title"] = label(labels, "config", config["title"])
@@ -792,6 +846,8 @@ def zh_config(labels: dict) -> dict:
     config.setdefault("html", {})["use_edit_page_button"] = False
     sphinx = config.setdefault("sphinx", {})
     sphinx.setdefault("local_extensions", {})["edition_switch"] = "tools/"
+    sphinx["local_extensions"]["zh_cite"] = "tools/"  # citations in Chinese sentences ("Vaswani 等")
+    sphinx.setdefault("config", {}).update(zh_typography_config(labels))
     sphinx.setdefault("config", {}).update({
         "language": LANGUAGE,
         "nb_code_prompt_show": label(labels, "config", "Show code cell {type}"),
@@ -862,6 +918,97 @@ def write_sources(out: Path, strict: bool = False) -> list[str]:
     return problems
 
 
+# ----------------------------------------------------------------------------------------- coursework in Chinese
+# (issue 36) The Chinese workbook and the Chinese student edition are the English ones made from the Chinese
+# notebooks: the same code cells, stubs, checks and exercise ids (so the same grader grades them, by the folder
+# that names the chapter, as for the English workbook), with the Chinese prose.
+
+
+def _student_notebooks(src: Path, keep_outputs: bool) -> list[Path]:
+    """Replace every TOC notebook under ``src`` (Chinese sources) by its student version, in place."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT))
+    from course_pe.coursework.workbook import make_student_notebook
+
+    done = []
+    for doc in toc_docs():
+        path = src / f"{doc}.ipynb"
+        if path.is_file():
+            nb = nbformat.read(path, as_version=4)
+            nbformat.write(make_student_notebook(nb, keep_outputs=keep_outputs), path)
+            done.append(path)
+    return done
+
+
+def write_workbook(out: Path) -> list[Path]:
+    """make workbook-zh: the Chinese student notebooks into ``out`` (book/<part>/<chapter>.ipynb, as make workbook).
+
+    The answer placeholder is Chinese ("workbook" label of site.po), in bold: JupyterLab slants emphasis, and Han
+    characters are not slanted."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT))
+    from course_pe.coursework.workbook import ANSWER_PLACEHOLDER
+
+    src = BUILD / "workbook_src"
+    write_sources(src)
+    placeholder = label(site_labels(), "workbook", "Your answer here.")
+    written = []
+    for path in _student_notebooks(src, keep_outputs=False):
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = cell.source.replace(ANSWER_PLACEHOLDER, f"**{placeholder}**")
+        target = out / path.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, target)
+        written.append(target)
+        exercises = nb.metadata.get("course_pe", {}).get("exercises", [])
+        print(f"{target}: {len(exercises)} coding exercise(s){': ' + ', '.join(exercises) if exercises else ''}")
+    return written
+
+
+def write_student_sources(out: Path) -> int:
+    """make book-student-zh: the sources of the Chinese student edition (the Chinese book without solutions, its
+    stored outputs kept except those of stubs and checks; no answer placeholders on the pages; no button that opens
+    a notebook of the repository, and no language switch: it has no counterpart to switch to)."""
+    import book_tools
+
+    write_sources(out)
+    _student_notebooks(out, keep_outputs=True)
+    removed = book_tools.student_pages(out)
+    config = yaml.safe_load((out / "_config.yml").read_text(encoding="utf-8"))
+    title = config["title"]
+    config = book_tools.student_config(config)
+    config["title"] = title + label(site_labels(), "config", "(student edition)")
+    config["sphinx"].setdefault("local_extensions", {})["edition_switch"] = "tools/"  # the Chinese labels, no switch
+    config["sphinx"].setdefault("config", {})["edition_switch_button"] = False
+    (out / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return removed
+
+
+# The font the Chinese PDF must draw every CJK character with: the site's served font (tools/cjk_font.py), embedded by
+# Chromium under its PostScript name.
+PDF_CJK_FONT = "NotoSansSC"
+
+
+def write_pdf(site: Path, toc: Path, out: Path) -> int:
+    """make pdf-zh: print the Chinese single-page build as tools/book_pdf.py prints the English one, with the Chinese
+    title, contents heading and part captions, and check the CJK font (book_pdf.cjk_font_problems)."""
+    import book_pdf
+
+    labels = site_labels()
+    edition = book_pdf.Edition(toc=toc, title=label(labels, "config", "Positional Encoding, Corrected"),
+                               author=label(labels, "config", "The Positional Encoding, Corrected authors"),
+                               contents=label(labels, "theme", "Contents"), cjk_font=PDF_CJK_FONT)
+    root = book_pdf.chapters(toc)[0].docname
+    if not (site / f"{root}.html").is_file():
+        print(f"no single-page build at {site}: run `make pdf-zh` (it builds it first)")
+        return 2
+    return book_pdf.build(site, out, os.environ.get("CHROMIUM", "/usr/bin/chromium"), edition)
+
+
 # ----------------------------------------------------------------------------------------- checks of the builds
 
 
@@ -922,6 +1069,14 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--en", type=Path, default=ROOT / "_build" / "html")
     sw.add_argument("--zh", type=Path, default=ROOT / "_build" / "html-zh")
     sub.add_parser("charset", help="every non-ASCII character the Chinese edition uses")
+    pd = sub.add_parser("pdf", help="the Chinese PDF from the Chinese single-page build (make pdf-zh)")
+    pd.add_argument("--site", type=Path, required=True)
+    pd.add_argument("--toc", type=Path, required=True, help="the Chinese sources' _toc.yml (translated captions)")
+    pd.add_argument("--out", type=Path, required=True)
+    wb = sub.add_parser("workbook", help="the Chinese student notebooks (make workbook-zh)")
+    wb.add_argument("out", type=Path)
+    ss = sub.add_parser("student-sources", help="the sources of the Chinese student edition (make book-student-zh)")
+    ss.add_argument("out", type=Path)
     args = parser.parse_args(argv)
 
     if args.command == "update":
@@ -961,6 +1116,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     elif args.command == "charset":
         print(charset())
+    elif args.command == "pdf":
+        return write_pdf(args.site, args.toc, args.out)
+    elif args.command == "workbook":
+        print(f"==> {len(write_workbook(args.out))} Chinese workbook notebooks in {args.out}")
+    elif args.command == "student-sources":
+        removed = write_student_sources(args.out)
+        print(f"==> sources of the Chinese student edition in {args.out} ({removed} answer placeholders removed)")
     return 0
 
 
