@@ -18,7 +18,10 @@ another host, and fails on:
   every switch link is followed on the server. Where the other edition is not built (the English build tested alone,
   the student edition) the links cannot be followed: the summary says so, with how many were left unchecked; one
   built beside it but not served with it fails (its switch is a 404 there, as on the site published before);
-* a switch label drawn without the served CJK font (the "中文" on every English page must not be empty boxes).
+* a switch label drawn without the served CJK font (the "中文" on every English page must not be empty boxes);
+* a glyph inside a formula drawn by a font that is not one of MathJax's (the browser says which font drew each glyph:
+  all of them on worked_example and rope_proof, a sample on every other page; a self-test must catch a formula drawn
+  in the body font); Chinese punctuation (“ ” — …) in Chinese text not drawn by the served font, or not full width.
 
 It also checks that searching for "rotary" lists the RoPE chapter, that an exercise solution and a proof fold
 and unfold, and that a page opened straight from disk (file://) renders its math. Screenshots go to --out.
@@ -625,6 +628,63 @@ def check_math_font_detector(page, origin: str, report: Report, cdp) -> None:
                                            f"{bad_checked} glyphs, {bad}; TeX fonts: {ok_checked} glyphs, {ok}")
 
 
+# Punctuation of Chinese text that lies outside the CJK blocks (“ ” — …): drawn by the served font, full width, in
+# Chinese text (tools/cjk_font.py's punctuation family; issue 36, S4). Up to `count` such characters between Chinese
+# characters of the article are wrapped in spans tagged data-pe-punct; for each, its advance in em.
+CJK_PUNCTUATION = "\u201c\u201d\u2026\u2014"
+_CJK_PUNCT_JS = """
+([pattern, punct, count]) => {
+  const cjk = new RegExp(pattern, 'u');
+  const article = document.querySelector('article.bd-article') || document.body;
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  const out = [];
+  const nodes = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) nodes.push(node);
+  for (const node of nodes) {
+    if (out.length >= count) break;
+    const parent = node.parentElement;
+    if (!parent || parent.closest('pre, code, mjx-container, script, style') || !parent.closest(':lang(zh)')) continue;
+    if (!parent.getClientRects().length) continue;
+    const text = node.textContent;
+    for (let i = 0; i < text.length; i++) {
+      if (!punct.includes(text[i])) continue;
+      const near = text.slice(Math.max(0, i - 1), i) + text.slice(i + 1, i + 2);
+      if (!cjk.test(near)) continue;
+      const rest = node.splitText(i);
+      rest.splitText(1);
+      const span = document.createElement('span');
+      span.dataset.pePunct = String(out.length);
+      rest.replaceWith(span);
+      span.appendChild(rest);
+      out.push({char: text[i], text: text.slice(Math.max(0, i - 8), i + 8),
+                em: span.getBoundingClientRect().width / parseFloat(getComputedStyle(span).fontSize)});
+      break;
+    }
+  }
+  return out;
+}
+"""
+
+
+def check_cjk_punctuation(page, rel: str, report: Report, cdp) -> int:
+    """In Chinese text, “ ” — … are drawn by the served font and (but the dash) one em wide; on a Chinese page."""
+    samples = page.evaluate(_CJK_PUNCT_JS, [cjk_font.CJK_CLASS_JS, CJK_PUNCTUATION, 3])
+    if not samples:
+        return 0
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    for index, sample in enumerate(samples):
+        node_id = cdp.send("DOM.querySelector", {"nodeId": root, "selector": f'[data-pe-punct="{index}"]'})["nodeId"]
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node_id})["fonts"]
+        if not any(f.get("isCustomFont") and f["glyphCount"] for f in fonts):
+            used = ", ".join(f"{f['familyName']} ({f['glyphCount']})" for f in fonts)
+            report.fail(rel, f"Chinese punctuation {sample['char']!r} not drawn by the served font ({used}): "
+                             f"{sample['text']!r}")
+        elif sample["char"] != "\u2014" and sample["em"] < 0.85:
+            report.fail(rel, f"Chinese punctuation {sample['char']!r} is {sample['em']:.2f} em wide, not full width: "
+                             f"{sample['text']!r}")
+    return len(samples)
+
+
 # The language switch's label in the header: its CJK characters (the "中文" of an English page), tagged
 # data-pe-switch-label, with their advance in em. Null when the label is hidden (phones) or has no CJK character.
 _SWITCH_LABEL_JS = """
@@ -900,6 +960,7 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                     report.fail(f"{rel} at 1280px", problem)
                 report.cjk_samples += check_cjk(page, rel, report, cdp)
                 report.math_glyphs += check_math_fonts(page, rel, report, cdp)
+                report.cjk_samples += check_cjk_punctuation(page, rel, report, cdp)
                 report.switch_labels += check_switch_label(page, rel, report, cdp)
                 progress(f"[{number:2d}/{len(pages)}] 1280px {rel}: {checked} blocks, "
                          f"{len(report.problems) - before} problem(s)")

@@ -401,6 +401,7 @@ def document_texts(doc: str, zh: bool) -> list[str]:
         texts = [source(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
         texts += [source_text(o["data"]["text/markdown"]) for c in nb["cells"] if c["cell_type"] == "code"
                   for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})]
+        texts += [text for c in nb["cells"] for _, text in figure_texts(c)]
     if doc == toc_docs()[0]:
         texts += toc_captions(yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8")))
     return texts
@@ -581,6 +582,12 @@ def needed_messages(pot_dir: Path) -> Extraction:
             kept.append(entry.msgid)
             if not in_chinese:
                 unplaced.append(entry.msgid)
+        # A figure's caption and text alternative live in its code cell's metadata (figure_texts): each is a message.
+        if doc_path(doc).suffix == ".ipynb":
+            for cell in json.loads(doc_path(doc).read_text(encoding="utf-8"))["cells"]:
+                for _, text in figure_texts(cell):
+                    if text not in kept and has_prose(text):
+                        kept.append(text)
         # Sphinx's gettext builder leaves out the cells of a table inside a sphinx-exercise solution: take the cells
         # of every markdown table that it did not extract (the others are in the .pot already).
         for text in english:
@@ -819,8 +826,53 @@ def translate_notebook(nb: dict, translations: dict[str, str]) -> tuple[dict, se
                     text, used = translate_text(source_text(data["text/markdown"]), translations)
                     data["text/markdown"] = text
                     placed |= used
+                chinese_image(output)
+            placed |= translate_figure_texts(cell, translations)
     nb.setdefault("metadata", {})["language"] = LANGUAGE  # informative: the notebook's prose is Chinese
     return nb, placed
+
+
+# ----------------------------------------------------------------------------------------- figures
+# (issue 36; the convention is in /work/coord/README.md, "Changes".) A figure's caption and text alternative are in
+# its code cell's metadata, {"mystnb": {"figure": {"caption": ...}, "image": {"alt": ...}}}, which MyST-NB renders:
+# both are messages of the chapter's catalogue, placed by exact match. Text drawn inside a figure is translated when
+# the cell runs: course_pe.plotting.bilingual_figure stores the Chinese PNG in the output's metadata, and the
+# Chinese notebook shows it instead of the English one.
+FIGURE_TEXTS = (("figure", "caption"), ("image", "alt"))
+
+
+def figure_texts(cell: dict) -> list[tuple[tuple[str, str], str]]:
+    """The caption and text alternative of a figure cell: [(("figure", "caption"), text), ...]."""
+    if cell.get("cell_type") != "code":
+        return []
+    mystnb = cell.get("metadata", {}).get("mystnb", {})
+    found = []
+    for group, key in FIGURE_TEXTS:
+        value = mystnb.get(group, {}).get(key) if isinstance(mystnb.get(group), dict) else None
+        if isinstance(value, str) and value.strip():
+            found.append(((group, key), value))
+    return found
+
+
+def translate_figure_texts(cell: dict, translations: dict[str, str]) -> set[str]:
+    """Put the translations of a figure cell's caption and text alternative in place; returns the messages used."""
+    used = set()
+    for (group, key), text in figure_texts(cell):
+        if text in translations:
+            cell["metadata"]["mystnb"][group][key] = translations[text]
+            used.add(text)
+    return used
+
+
+def chinese_image(output: dict) -> bool:
+    """Show the Chinese copy of a figure (course_pe.plotting.bilingual_figure) in its output; True if there was one."""
+    stored = (output.get("metadata") or {}).get("course_pe", {})
+    chinese = stored.get(LANGUAGE) if isinstance(stored, dict) else None
+    if isinstance(chinese, dict) and "image/png" in chinese and "image/png" in output.get("data", {}):
+        output["data"]["image/png"] = chinese["image/png"]
+        del output["metadata"]["course_pe"]  # the English copy is not carried into the Chinese notebook
+        return True
+    return False
 
 
 def zh_typography_config(labels: dict) -> dict:
@@ -941,7 +993,7 @@ def _student_notebooks(src: Path, keep_outputs: bool) -> list[Path]:
     return done
 
 
-def write_workbook(out: Path) -> list[Path]:
+def write_workbook(out: Path, src: Path | None = None) -> list[Path]:
     """make workbook-zh: the Chinese student notebooks into ``out`` (book/<part>/<chapter>.ipynb, as make workbook).
 
     The answer placeholder is Chinese ("workbook" label of site.po), in bold: JupyterLab slants emphasis, and Han
@@ -951,7 +1003,7 @@ def write_workbook(out: Path) -> list[Path]:
     sys.path.insert(0, str(ROOT))
     from course_pe.coursework.workbook import ANSWER_PLACEHOLDER
 
-    src = BUILD / "workbook_src"
+    src = src or BUILD / "workbook_src"  # the Chinese sources it starts from (replaced)
     write_sources(src)
     placeholder = label(site_labels(), "workbook", "Your answer here.")
     written = []
