@@ -106,7 +106,7 @@ def test_generated_notebook_has_the_english_code_and_outputs(zh_sources, doc):
                     {k: v for k, v in a["data"].items() if k != "text/markdown"}, where
                 continue
             expected = copy.deepcopy(a)
-            zh.chinese_image(expected)  # a figure drawn in Chinese too (course_pe.plotting.bilingual_figure)
+            zh.chinese_output(expected)  # a figure drawn in Chinese too (course_pe.plotting.bilingual_figure)
             assert b == expected, f"{where}: an output changed"
 
 

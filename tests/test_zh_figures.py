@@ -148,7 +148,7 @@ def test_the_chinese_notebook_shows_the_chinese_copy_and_translated_figure_texts
     assert nb["cells"][0]["outputs"][0]["data"]["image/png"] == "EN"  # the English notebook is not changed
     no_copy = copy.deepcopy(output)
     no_copy["metadata"]["course_pe"]["zh_CN"] = None
-    assert not zh.chinese_image(no_copy) and no_copy["data"]["image/png"] == "EN"
+    assert not zh.chinese_output(no_copy) and no_copy["data"]["image/png"] == "EN"
 
 
 def test_every_stored_bilingual_figure_has_its_chinese_copy():
@@ -181,3 +181,24 @@ def test_every_figure_caption_and_text_alternative_is_translated():
                     missing.append(f"{doc}: {group}.{key} {text[:60]!r}")
     assert count >= 2
     assert not missing, "translate in the chapter's .po (make locale-update adds them):\n" + "\n".join(missing)
+
+
+# ------------------------------------------------------------------------------------------- printed verdicts
+
+
+def test_a_verdict_shows_english_and_the_chinese_notebook_shows_chinese():
+    from course_pe.bilingual import verdict
+
+    line = verdict("60 errata stand and 14 are withdrawn", "60 条勘误成立，14 条已撤回")
+    data, metadata = line._repr_mimebundle_()
+    assert data == {"text/plain": "60 errata stand and 14 are withdrawn"} and str(line) == data["text/plain"]
+    output = {"output_type": "execute_result", "data": data, "metadata": metadata, "execution_count": 3}
+    assert zh.chinese_output(output)
+    assert output == {"output_type": "execute_result", "data": {"text/plain": "60 条勘误成立，14 条已撤回"},
+                      "metadata": {}, "execution_count": 3}
+    with pytest.raises(ValueError, match="no Chinese"):
+        verdict("stands", "stands")
+    with pytest.raises(ValueError):
+        verdict("", "成立")
+    with pytest.raises(TypeError):
+        verdict("stands", None)

@@ -375,7 +375,8 @@ def punctuation_css(unicode_range: str) -> str:
 # Chinese marks emphasis with dots under the characters (着重号). mark_cjk_emphasis gives every emphasis node with
 # Chinese text the class cjk-em, so emphasis in Latin text (a variable name, an English term) stays italic.
 CJK_EMPHASIS_CSS = """em.cjk-em { font-style: normal; text-emphasis: filled dot; text-emphasis-position: under right; }
-em.cjk-em :is(mjx-container, code) { text-emphasis: none; }"""
+em.cjk-em :is(mjx-container, code) { text-emphasis: none; }
+:lang(zh) .caption-number { font-style: normal; }"""  # the theme slants "Figure 1"; "图 1" stays upright
 
 # A table cell with a few Chinese characters and nothing else ("源文档", "简体中文", "交错") is the narrowest column to
 # an automatic table layout, since Chinese may break between any two characters: it was drawn one character per line

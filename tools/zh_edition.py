@@ -826,7 +826,7 @@ def translate_notebook(nb: dict, translations: dict[str, str]) -> tuple[dict, se
                     text, used = translate_text(source_text(data["text/markdown"]), translations)
                     data["text/markdown"] = text
                     placed |= used
-                chinese_image(output)
+                chinese_output(output)
             placed |= translate_figure_texts(cell, translations)
     nb.setdefault("metadata", {})["language"] = LANGUAGE  # informative: the notebook's prose is Chinese
     return nb, placed
@@ -837,7 +837,7 @@ def translate_notebook(nb: dict, translations: dict[str, str]) -> tuple[dict, se
 # its code cell's metadata, {"mystnb": {"figure": {"caption": ...}, "image": {"alt": ...}}}, which MyST-NB renders:
 # both are messages of the chapter's catalogue, placed by exact match. Text drawn inside a figure is translated when
 # the cell runs: course_pe.plotting.bilingual_figure stores the Chinese PNG in the output's metadata, and the
-# Chinese notebook shows it instead of the English one.
+# Chinese notebook shows it instead of the English one (chinese_output; printed verdicts of course_pe.bilingual alike).
 FIGURE_TEXTS = (("figure", "caption"), ("image", "alt"))
 
 
@@ -864,15 +864,20 @@ def translate_figure_texts(cell: dict, translations: dict[str, str]) -> set[str]
     return used
 
 
-def chinese_image(output: dict) -> bool:
-    """Show the Chinese copy of a figure (course_pe.plotting.bilingual_figure) in its output; True if there was one."""
+def chinese_output(output: dict) -> bool:
+    """Show the Chinese copy an output stores (a figure of course_pe.plotting.bilingual_figure: ``image/png``; a
+    verdict of course_pe.bilingual.verdict: ``text/plain``) in its place; True if there was one. Only a type the
+    output has is replaced; the stored copies are not carried into the Chinese notebook."""
     stored = (output.get("metadata") or {}).get("course_pe", {})
     chinese = stored.get(LANGUAGE) if isinstance(stored, dict) else None
-    if isinstance(chinese, dict) and "image/png" in chinese and "image/png" in output.get("data", {}):
-        output["data"]["image/png"] = chinese["image/png"]
-        del output["metadata"]["course_pe"]  # the English copy is not carried into the Chinese notebook
-        return True
-    return False
+    data = output.get("data", {})
+    if not isinstance(chinese, dict) or not any(kind in data for kind in chinese):
+        return False
+    for kind, value in chinese.items():
+        if kind in data:
+            data[kind] = value
+    del output["metadata"]["course_pe"]
+    return True
 
 
 def zh_typography_config(labels: dict) -> dict:
