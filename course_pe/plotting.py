@@ -247,6 +247,8 @@ def plot_loss_by_position(
 #: The Chinese of every text the course draws in a figure, keyed by the English exactly as ``t`` receives it: MathText
 #: in ``$...$`` and ``str.format`` fields included (a literal brace is doubled, as in any format string). English is
 #: drawn as it is. A text missing here fails the Chinese drawing (``KeyError``), so no figure goes half translated.
+#:
+#: :meta hide-value:
 LABELS_ZH: dict[str, str] = {
     # the library's own labels (the plot_* functions above)
     "Positional encoding": "位置编码",
@@ -295,8 +297,8 @@ def drawn_in(language: str) -> Iterator[None]:
 def t(text: str, **fields: object) -> str:
     """A text drawn in a figure, in the language figures are being drawn in, with ``fields`` formatted in.
 
-    ``t(r"Sinusoidal table, $d_{{\\mathrm{{model}}}} = {d}$", d=16)`` is the English text with 16 in it, or, while
-    the Chinese copy of a figure is drawn, its Chinese from ``LABELS_ZH`` (``KeyError`` if it has none)."""
+    ``t("training length {n}", n=64)`` is "training length 64", or, while the Chinese copy of a figure is drawn,
+    the Chinese of "training length {n}" from ``LABELS_ZH`` with 64 in it (``KeyError`` if it has none)."""
     check_str("text", text)
     if _LANGUAGE.get() == "zh_CN":
         try:

@@ -314,9 +314,6 @@ def _solution_titles_transform():
     return ChineseSolutionTitles
 
 
-_LINK_NODES = ("reference", "pending_xref")
-
-
 def tighten_link_spacing(app: Sphinx, doctree, docname: str) -> None:
     """No half-width space between Chinese text and a link whose text is Chinese.
 

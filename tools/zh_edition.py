@@ -1058,7 +1058,8 @@ def write_pdf(site: Path, toc: Path, out: Path) -> int:
     labels = site_labels()
     edition = book_pdf.Edition(toc=toc, title=label(labels, "config", "Positional Encoding, Corrected"),
                                author=label(labels, "config", "The Positional Encoding, Corrected authors"),
-                               contents=label(labels, "theme", "Contents"), cjk_font=PDF_CJK_FONT)
+                               contents=label(labels, "theme", "Contents"), cjk_font=PDF_CJK_FONT,
+                               running_title=False)
     root = book_pdf.chapters(toc)[0].docname
     if not (site / f"{root}.html").is_file():
         print(f"no single-page build at {site}: run `make pdf-zh` (it builds it first)")
