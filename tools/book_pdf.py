@@ -139,9 +139,10 @@ _FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#444;">
 
 
 def _print(page) -> bytes:
+    # tagged: a PDF with its structure (headings, lists, tables, figures with their alt text) for screen readers
     return page.pdf(format="A4", print_background=True, display_header_footer=True, header_template=_HEADER,
                     footer_template=_FOOTER, margin={"top": "18mm", "bottom": "20mm", "left": "16mm", "right": "16mm"},
-                    prefer_css_page_size=True)
+                    prefer_css_page_size=True, tagged=True)
 
 
 def chapter_pages(pdf_bytes: bytes, count: int) -> list[int]:
@@ -175,6 +176,7 @@ def add_bookmarks(pdf_bytes: bytes, entries: list[Chapter], target: Path) -> int
             parent = writer.add_outline_item(title=chapter.part, page_number=chapter.page - 1) if chapter.part else None
         writer.add_outline_item(title=chapter.title, page_number=chapter.page - 1, parent=parent)
     writer.page_mode = "/UseOutlines"
+    strip_marks(writer)
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("wb") as handle:
         writer.write(handle)
@@ -215,6 +217,214 @@ def check_pdf(path: Path, entries: list[Chapter], code: list[str] = ()) -> list[
     return problems
 
 
+# ----------------------------------------------------------------------------------------------- nothing lost (issue 39)
+
+# The printed column: A4 (210 mm) less the two 16 mm margins of _print, in CSS px (96 per inch): 672.8 px. The page is
+# laid out at this width before anything is fitted, so that what book_site_layout.js measures is what is printed (at
+# the 1000 px of the screen layout the models table fitted, and lost three columns on paper).
+PRINT_COLUMN_PX = 672
+
+# Marks for the printed-page check. Every header cell of every table and every display equation gets an empty mark at
+# its start and one at its end; a hidden link to each mark makes Chromium write it as a named destination of the PDF,
+# with the page and the position at which it was printed. Two marks at the column's edges calibrate the positions.
+# Returns what the page holds (each table's header words, each equation's width), for printed_problems.
+_MARK_JS = """
+() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
+  document.querySelectorAll('.pe-pdf-mark, #pe-pdf-links, #pe-pdf-column').forEach((e) => e.remove());
+  const links = document.createElement('div');
+  links.id = 'pe-pdf-links';
+  links.style.display = 'none';
+  document.body.appendChild(links);
+  const mark = (id) => {
+    const span = document.createElement('span');
+    span.id = id;
+    span.className = 'pe-pdf-mark';
+    const a = document.createElement('a');
+    a.href = '#' + id;
+    links.appendChild(a);
+    return span;
+  };
+  const column = document.createElement('div');
+  column.id = 'pe-pdf-column';
+  column.style.cssText = 'display: flex; justify-content: space-between; height: 0; margin: 0; padding: 0; border: 0';
+  column.append(mark('pe-pdf-col-s'), mark('pe-pdf-col-e'));
+  article.prepend(column);
+  const visible = (e) => e.getClientRects().length > 0;
+  const plain = (e) => {
+    const copy = e.cloneNode(true);
+    copy.querySelectorAll('mjx-container, .headerlink, script, style').forEach((m) => m.remove());
+    return copy.textContent.replace(/\\s+/g, ' ').trim();
+  };
+  const tables = [];
+  article.querySelectorAll('table').forEach((table) => {
+    if (!visible(table) || table.closest('#pdf-contents')) return;
+    const t = tables.length;
+    let cells = table.tHead ? Array.from(table.tHead.querySelectorAll('th, td')) : [];
+    if (!cells.length && table.rows.length) cells = Array.from(table.rows[0].cells);
+    const caption = table.caption ? plain(table.caption) : '';
+    const headers = cells.filter(visible).map((cell, h) => {
+      cell.prepend(mark(`pe-pdf-t${t}-h${h}-s`));
+      cell.append(mark(`pe-pdf-t${t}-h${h}-e`));
+      return plain(cell);
+    });
+    tables.push({headers, caption: caption || headers.slice(0, 4).join(' | ')});
+  });
+  const equations = [];
+  article.querySelectorAll('mjx-container[display="true"]').forEach((container) => {
+    const math = container.querySelector(':scope > mjx-math');
+    if (!math || !visible(container)) return;
+    const e = equations.length;
+    container.style.whiteSpace = 'nowrap';  // the end mark stays on the equation's line
+    math.before(mark(`pe-pdf-e${e}-s`));
+    math.after(mark(`pe-pdf-e${e}-e`));
+    equations.push({text: (math.textContent || '').replace(/\\s+/g, ' ').trim().slice(0, 60)});
+  });
+  return {tables, equations};
+}
+"""
+
+# What the prepared page will print, measured in its print layout: every table and display equation lies inside the
+# box that clips it (nothing hidden past a scrolling box's edge, which paper cannot scroll) and inside the column.
+# Also each equation's width, which printed_problems compares with the printed one.
+_FIT_JS = """
+() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
+  const a = article.getBoundingClientRect();
+  const as = getComputedStyle(article);
+  const column = [a.left + parseFloat(as.paddingLeft), a.right - parseFloat(as.paddingRight)];
+  const clip = (e) => {
+    for (let p = e.parentElement; p && p !== article; p = p.parentElement) {
+      if (getComputedStyle(p).overflowX !== 'visible') {
+        const r = p.getBoundingClientRect();
+        return [r.left + p.clientLeft, r.left + p.clientLeft + p.clientWidth];
+      }
+    }
+    return column;
+  };
+  const problems = [];
+  const lost = (what, e, name) => {
+    const r = e.getBoundingClientRect();
+    const [left, right] = clip(e);
+    const cut = Math.max(left - r.left, r.right - right, column[0] - r.left, r.right - column[1]);
+    if (cut > 1) problems.push(`${what} is cut off on paper: ${Math.round(cut)} px of its ${Math.round(r.width)} px lie ` +
+                               `outside its box or the column: ${name}`);
+  };
+  const widths = [];
+  let t = 0;
+  article.querySelectorAll('table').forEach((table) => {
+    if (!table.getClientRects().length || table.closest('#pdf-contents')) return;
+    lost(`table ${t + 1}`, table, (table.innerText || '').replace(/\\s+/g, ' ').trim().slice(0, 60));
+    t += 1;
+  });
+  article.querySelectorAll('pre').forEach((pre) => {
+    if (!pre.getClientRects().length || pre.closest('#pdf-contents')) return;
+    const hidden = pre.scrollWidth - pre.clientWidth;
+    if (getComputedStyle(pre).overflowX !== 'visible' && hidden > 1) {
+      problems.push(`code or output is cut off on paper: ${hidden} px of its lines hidden: ` +
+                    (pre.textContent || '').replace(/\\s+/g, ' ').trim().slice(0, 60));
+    } else {
+      lost('code or output', pre, (pre.textContent || '').replace(/\\s+/g, ' ').trim().slice(0, 60));
+    }
+  });
+  article.querySelectorAll('mjx-container[display="true"]').forEach((container) => {
+    const math = container.querySelector(':scope > mjx-math');
+    if (!math || !container.getClientRects().length) return;
+    lost(`display equation ${widths.length + 1}`, math, (math.textContent || '').trim().slice(0, 60));
+    widths.push(math.getBoundingClientRect().width);
+  });
+  return {problems, widths, column: column[1] - column[0]};
+}
+"""
+
+
+def _flat(text: str) -> str:
+    """Text compared without case, spacing or compatibility forms (the PDF's text has line breaks where the page
+    wrapped a cell, and ligatures)."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text)).lower()
+
+
+def printed_problems(pdf_bytes: bytes, marked: dict, fit: dict, tolerance_px: float = 2.0) -> list[str]:
+    """Compare what the page held (``marked``: _MARK_JS; ``fit``: _FIT_JS) with what Chromium printed.
+
+    From the PDF's named destinations (the marks): every header cell of every table and both ends of every display
+    equation were printed, inside the printed column; every word of a header cell is in the text of the page the cell
+    is on; and each equation is printed as wide as it was laid out (a printed width that differs means the layout
+    that was fitted is not the one printed)."""
+    import io
+
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(pdf_bytes))
+    marks: dict[str, tuple[int, float, float]] = {}
+    for name, destination in reader.named_destinations.items():
+        name = str(name).lstrip("/")
+        if name.startswith("pe-pdf-"):
+            marks[name] = (reader.get_destination_page_number(destination), float(destination.left or 0),
+                           float(destination.top or 0))
+    if "pe-pdf-col-s" not in marks or "pe-pdf-col-e" not in marks:
+        return ["the column's marks are not in the PDF: nothing could be compared with the print"]
+    left, right = marks["pe-pdf-col-s"][1], marks["pe-pdf-col-e"][1]
+    scale = fit["column"] / (right - left)  # CSS px per PDF unit
+    slack = tolerance_px / scale
+    texts: dict[int, str] = {}
+
+    def page_text(number: int) -> str:
+        if number not in texts:
+            texts[number] = _flat(reader.pages[number].extract_text() or "")
+        return texts[number]
+
+    problems = []
+    for t, table in enumerate(marked["tables"]):
+        missing, outside, absent = [], [], []
+        for h, header in enumerate(table["headers"]):
+            start, end = marks.get(f"pe-pdf-t{t}-h{h}-s"), marks.get(f"pe-pdf-t{t}-h{h}-e")
+            label = header or f"column {h + 1}"
+            if start is None or end is None:
+                missing.append(label)
+                continue
+            if min(start[1], end[1]) < left - slack or max(start[1], end[1]) > right + slack:
+                outside.append(label)
+            words = [w for w in header.split() if _flat(w)]
+            pages = {start[0], end[0]}
+            if any(not any(_flat(w) in page_text(p) for p in pages) for w in words):
+                absent.append(label)
+        where = f"table {t + 1} ({table['caption'][:70]!r})"
+        if missing:
+            problems.append(f"{where}: header cells not printed at all: {missing}")
+        if outside:
+            problems.append(f"{where}: header cells printed outside the column (cut off): {outside}")
+        if absent:
+            problems.append(f"{where}: header cells whose words are not in the printed page's text: {absent}")
+    for e, equation in enumerate(marked["equations"]):
+        start, end = marks.get(f"pe-pdf-e{e}-s"), marks.get(f"pe-pdf-e{e}-e")
+        where = f"display equation {e + 1} ({equation['text'][:50]!r})"
+        if start is None or end is None:
+            problems.append(f"{where}: not printed")
+            continue
+        if start[0] != end[0] or abs(start[2] - end[2]) > 6:
+            problems.append(f"{where}: printed across two lines or pages")
+            continue
+        if start[1] < left - slack or end[1] > right + slack:
+            problems.append(f"{where}: printed {max(left - start[1], end[1] - right) * scale:.0f} px past the column")
+        printed = (end[1] - start[1]) * scale
+        expected = fit["widths"][e] if e < len(fit["widths"]) else None
+        if expected is not None and abs(printed - expected) > max(tolerance_px, 0.02 * expected):
+            problems.append(f"{where}: printed {printed:.0f} px wide, laid out {expected:.0f} px")
+    return problems
+
+
+def strip_marks(writer) -> None:
+    """Remove the marks' named destinations from the PDF about to be written (they are for the check only)."""
+    from pypdf.generic import NameObject
+
+    dests = writer._root_object.get("/Dests")
+    if dests is not None:
+        dests = dests.get_object()
+        for key in [k for k in dests.keys() if str(k).lstrip("/").startswith("pe-pdf-")]:
+            del dests[NameObject(key)]
+
+
 def quiet_pypdf() -> None:
     """Hide pypdf's warnings about the cross-reference table of Chromium's PDF.
 
@@ -227,12 +437,12 @@ def quiet_pypdf() -> None:
     logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
-def build(site: Path, out: Path, chromium: str) -> int:
+def build(site: Path, out: Path, chromium: str, entries: list[Chapter] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     quiet_pypdf()
 
-    entries = chapters()
+    entries = chapters() if entries is None else entries
     start = time.perf_counter()
     report = site_test.Report()
     with site_test.LocalServer(site, 1500) as server, sync_playwright() as pw:
@@ -259,6 +469,8 @@ def build(site: Path, out: Path, chromium: str) -> int:
             pass
         site_test.progress(f"pdf: single page loaded and typeset ({time.perf_counter() - start:.0f} s)")
         page.emulate_media(media="print")
+        page.set_viewport_size({"width": PRINT_COLUMN_PX, "height": 1400})  # the printed column (nothing lost)
+        page.evaluate(site_test._OPEN_FOLDS_JS)  # let the layout script re-measure at that width
         prepared = page.evaluate(_PREPARE_JS, [c.docname for c in entries])
         titles, code = prepared["titles"], prepared["code"]
         for chapter, title in zip(entries, titles):
@@ -266,10 +478,12 @@ def build(site: Path, out: Path, chromium: str) -> int:
         toc_entries = [{"part": c.part, "html": t["html"]} for c, t in zip(entries, titles)]
         page.evaluate(_TOC_JS, [toc_entries, ["000"] * len(entries)])
         page.evaluate("() => window.peFitForPrint ? window.peFitForPrint() : 0")
+        marked = page.evaluate(_MARK_JS)
         first = _print(page)
         pages = chapter_pages(first, len(entries))
         site_test.progress(f"pdf: first print done, chapters start on pages {pages} ({time.perf_counter() - start:.0f} s)")
         page.evaluate(_TOC_JS, [toc_entries, [str(p) for p in pages]])
+        fit = page.evaluate(_FIT_JS)
         second = _print(page)
         final_pages = chapter_pages(second, len(entries))
         browser.close()
@@ -283,6 +497,7 @@ def build(site: Path, out: Path, chromium: str) -> int:
         chapter.page = number
         if number == 0:
             problems.append(f"chapter {chapter.docname}: no page found for it")
+    problems += fit["problems"] + printed_problems(second, marked, fit)
     count = add_bookmarks(second, entries, out)
     problems += check_pdf(out, entries, code)
     size = out.stat().st_size / 1e6

@@ -33,9 +33,11 @@ import sys
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
+from sphinx.transforms import SphinxTransform
 from sphinx.util.nodes import clean_astext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -305,7 +307,13 @@ def _ancestors(node: nodes.Node):
         node = node.parent
 
 
-PER_CHAPTER_TYPES = ("exercise",)
+# Exercises, and (issue 39) theorems and the other sphinx-proof kinds, figures, tables and listings: numbered per
+# chapter ("Theorem 5" was the fifth theorem of the book, on a page whose first theorem it was).
+try:
+    from sphinx_proof.proof_type import PROOF_TYPES as _PROOF_TYPES
+except ImportError:  # pragma: no cover - sphinx-proof is pinned in requirements.txt
+    _PROOF_TYPES = {}
+PER_CHAPTER_TYPES = ("exercise", "figure", "table", "code-block", *_PROOF_TYPES)
 
 
 def number_per_chapter(app: Sphinx, env) -> list[str]:
@@ -317,6 +325,109 @@ def number_per_chapter(app: Sphinx, env) -> list[str]:
                 order = sorted(numbers, key=lambda key: numbers[key])
                 by_type[figtype] = {key: (index,) for index, key in enumerate(order, start=1)}
     return []
+
+
+def _per_chapter_targets(env) -> dict[str, tuple[str, str]]:
+    """id -> (docname, figtype) of every object numbered per chapter."""
+    targets = {}
+    for docname, by_type in env.toc_fignumbers.items():
+        for figtype in PER_CHAPTER_TYPES:
+            for key in by_type.get(figtype, {}):
+                targets[key] = (docname, figtype)
+    return targets
+
+
+def name_other_chapters(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """A reference to a numbered object of another chapter names that chapter: "Theorem 2 of *The RoPE proof*"
+    (numbers restart in every chapter, so "Theorem 2" alone would be this chapter's)."""
+    env = app.env
+    targets = _per_chapter_targets(env)
+    chinese = (app.config.language or "en").lower().startswith("zh")
+    for reference in list(doctree.findall(nodes.reference)):
+        anchor = (reference.get("refuri") or "").partition("#")[2] or reference.get("refid", "")
+        target = targets.get(anchor)
+        # the single-page build (make pdf) resolves the whole book as its root document; each chapter in it starts
+        # with a start_of_file node that names the chapter
+        source = next((a["docname"] for a in _ancestors(reference) if isinstance(a, addnodes.start_of_file)), docname)
+        if target is None or target[0] == source or target[0] not in env.titles:
+            continue
+        text = reference.astext()
+        if not re.search(r"\d$", text) or len(reference.children) != 1:
+            continue  # a reference with its own text ({ref}`words <label>`) says what it points at
+        title = [child.deepcopy() for child in env.titles[target[0]].children]
+        reference.children = []
+        if chinese:
+            reference.extend([nodes.Text("《"), *title, nodes.Text("》" + text)])
+        else:
+            reference.extend([nodes.Text(text + " of "), nodes.emphasis("", "", *title)])
+
+
+def merge_split_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """One box per printed text: a cell that prints a table and calls glue() between the lines stores its output as
+    several streams (glue's outputs sit between them and are not shown), which were drawn as one grey box per line."""
+    for container in list(doctree.findall(nodes.container)):
+        if "cell_output" not in container.get("classes", []):
+            continue
+        previous = None
+        for child in list(container.children):
+            if (isinstance(child, nodes.literal_block) and isinstance(previous, nodes.literal_block)
+                    and "output" in child["classes"] and child["classes"] == previous["classes"]
+                    and child.get("language") == previous.get("language")):
+                text = previous.astext() + child.astext()
+                previous.children = []
+                previous += nodes.Text(text)
+                previous.rawsource = text
+                container.remove(child)
+                continue
+            previous = child
+
+
+# Search (issue 39): erratum IDs are found, chapters rank above API entries.
+_ERRATUM_ID = re.compile(r"^E\d{3}-\d{2}$")
+_ERRATUM_LABEL = re.compile(r"^erratum-(e\d{3}-\d{2})$")
+
+
+class ErratumIndexEntries(SphinxTransform):
+    """An index entry for every erratum ID, where the ID is defined: each entry of the errata catalogue (a paragraph
+    opening with the ID in bold, which also gets the anchor ``e001-10``) and each callout in a chapter (its
+    ``erratum-e001-10`` label). Sphinx's search looks index entries up as whole strings, so "E001-10" finds them
+    first; as words of the text it was split into "e001" and "10" and matched every page with an erratum."""
+
+    default_priority = 800  # before SphinxDomains (850) collects the index entries
+
+    def apply(self, **kwargs) -> None:
+        for node in list(self.document.findall(nodes.Element)):
+            kids = [c for c in node.children if not (isinstance(c, nodes.Text) and not c.astext())]  # MyST's empty texts
+            if isinstance(node, nodes.paragraph) and kids and isinstance(kids[0], nodes.strong):
+                text = kids[0].astext()
+                after = kids[1].astext() if len(kids) > 1 else ""
+                if _ERRATUM_ID.match(text) and after.startswith(" · "):
+                    anchor = text.lower()
+                    if anchor not in node["ids"]:
+                        node["ids"].append(anchor)
+                        self.document.ids.setdefault(anchor, node)
+                    self._index(node, text, anchor)
+                    continue
+            for anchor in list(node.get("ids", [])):
+                match = _ERRATUM_LABEL.match(anchor)
+                if match and not isinstance(node, addnodes.index):
+                    self._index(node, match.group(1).upper(), anchor)
+
+    @staticmethod
+    def _index(node: nodes.Element, text: str, anchor: str) -> None:
+        if node.parent is None:
+            return
+        entry = addnodes.index(entries=[("single", text, anchor, "main", None)], inline=False)
+        node.parent.insert(node.parent.index(node), entry)
+
+
+SCORER = Path(__file__).resolve().parent / "book_site_static" / "book_site_scorer.js"
+
+
+def search_scorer(app: Sphinx, config) -> None:
+    """Sphinx's search scores with the book's Scorer (chapters above API entries); see the file."""
+    if not config.html_search_scorer:
+        config.html_search_scorer = str(SCORER)
 
 
 STATIC = Path(__file__).resolve().parent / "book_site_static"
@@ -392,6 +503,8 @@ def check_config(app: Sphinx, config) -> None:
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", check_config)
     app.connect("config-inited", math_text_font)
+    app.connect("config-inited", search_scorer)
+    app.add_transform(ErratumIndexEntries)
     app.connect("builder-inited", single_page_handlers)
     app.connect("build-finished", copy_mathjax)
     # MathJax on every page: navigation and titles may contain math on pages that have none in their body.
@@ -405,6 +518,8 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-get-updated", number_per_chapter, priority=900)  # after Sphinx assigns figure numbers
     app.connect("env-merge-info", merge_math_titles)
     app.connect("doctree-resolved", math_in_link_text)
+    app.connect("doctree-resolved", name_other_chapters)
+    app.connect("doctree-resolved", merge_split_outputs)
     app.connect("doctree-resolved", mark_chinese)
     app.add_node(cjk_span, html=(_visit_cjk_span, _depart_cjk_span))
     app.add_css_file("book_site.css")

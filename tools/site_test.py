@@ -881,7 +881,29 @@ def check_reading_detector(page, origin: str, report: Report) -> None:
                                          f"{[p for p in problems if '[fixture' in p]}")
 
 
-def _is_local(url: str, origin: str, site: Path | None = None) -> bool:
+# Searches a reader makes (issue 39): an erratum's ID finds its catalogue entry and its callout first; a method's name
+# finds the chapter that teaches it before the API entries that implement it.
+READING_SEARCHES = (
+    ("E001-10", ("reference/errata.html#e001-10", "sinusoidal.html#erratum-e001-10"), 2),
+    ("YaRN", ("part3/context_extension.html",), 3),
+    ("position interpolation", ("part3/context_extension.html",), 3),
+)
+
+
+def check_reading_search(page, origin: str, report: Report) -> None:
+    """Each query of READING_SEARCHES lists each expected page among its first N results, and no API entry first."""
+    for query, expected, first in READING_SEARCHES:
+        results = _search(page, origin, query, report)
+        if results is None:
+            continue
+        top = [r["href"] for r in results[:first]]
+        for want in expected:
+            if not any(want in href for href in top):
+                report.fail("search", f"{query!r}: {want} is not among the first {first} results: "
+                                      f"{[h.split('/', 3)[-1] for h in top]}")
+        if results and "reference/api.html" in results[0]["href"]:
+            report.fail("search", f"{query!r}: the first result is an API entry ({results[0]['title']!r}), not a chapter")
+        report.reading["searches"] = report.reading.get("searches", 0) + 1
     """A request to the test server, to the built site on disk, or with no host at all."""
     if url.startswith(("data:", "blob:", "about:")):
         return True
@@ -1013,6 +1035,7 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
 
             current["page"] = f"search.html?q={search[0]}"
             check_search(page, base, out, report, search)
+            check_reading_search(page, base, report)
             progress("search: checked")
             current["page"] = "fold/unfold"
             check_folding(page, base, site, out, report, student)

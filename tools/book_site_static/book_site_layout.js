@@ -98,16 +98,44 @@
 
   window.peLayout = layout;
 
+  // Scale a box's content down until it fits the box. Text does not scale exactly (glyphs are hinted at each size:
+  // a table zoomed to 0.374 came out 7 px too wide), so the zoom is measured again and tightened.
+  function zoomToFit(box) {
+    box.style.zoom = "";
+    if (box.scrollWidth <= box.clientWidth + 1) { return false; }
+    var zoom = 1;
+    for (var i = 0; i < 6 && box.scrollWidth > box.clientWidth + 1; i++) {
+      zoom = Math.floor(zoom * box.clientWidth / box.scrollWidth * 1000) / 1000 - (i ? 0.002 : 0);
+      box.style.zoom = String(zoom);
+    }
+    return true;
+  }
+
+  // Printed text output (a table printed by the code, a long line) keeps its lines when it is at most
+  // PRINT_PRE_MIN too wide: scaled down, its columns stay aligned. Wider output wraps (book_site.css, @media print).
+  var PRINT_PRE_MIN = 0.62;
+
+  function fitPreForPrint(pre) {
+    pre.style.zoom = "";
+    pre.style.whiteSpace = "pre";
+    var ratio = pre.clientWidth / pre.scrollWidth;
+    if (ratio >= 1) { pre.style.whiteSpace = ""; return false; }
+    if (ratio < PRINT_PRE_MIN) { pre.style.whiteSpace = ""; return false; }
+    pre.style.overflowX = "hidden";  // measured with its own width: a zoomed pre keeps the column's width
+    if (zoomToFit(pre) && pre.scrollWidth <= pre.clientWidth + 1) { return true; }
+    pre.style.zoom = pre.style.whiteSpace = pre.style.overflowX = "";  // did not fit after all: wrap
+    return false;
+  }
+
   window.peFitForPrint = function () {
     var scaled = 0;
+    document.querySelectorAll(".bd-article div.cell_output pre, .bd-article div.output pre").forEach(function (pre) {
+      if (fitPreForPrint(pre)) { scaled += 1; }
+    });
     document.querySelectorAll(".bd-article .pst-scrollable-table-container, .bd-article div.math, " +
                               ".bd-article div.output.text_html, .bd-article mjx-container.pe-wide-inline")
       .forEach(function (box) {
-        box.style.zoom = "";
-        if (box.scrollWidth > box.clientWidth + 1) {
-          box.style.zoom = String(Math.floor(box.clientWidth / box.scrollWidth * 1000) / 1000);
-          scaled += 1;
-        }
+        if (zoomToFit(box)) { scaled += 1; }
       });
     return scaled;
   };

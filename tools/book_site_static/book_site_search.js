@@ -29,6 +29,7 @@
       .replace(/\\[()[\]]/g, "")
       .replace(/\\(?:begin|end)\{[^{}]*\}/g, " ")
       .replace(/\\(?:text|textrm|mathrm|mathbf|mathit|mathcal|mathbb|operatorname|boldsymbol|bm)\s*\{([^{}]*)\}/g, "$1")
+      .replace(/\\([_{}%#&$])/g, "$1")  // escaped characters: head\_dim is head_dim
       .replace(/\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|displaystyle|tag\{[^}]*\}|label\{[^}]*\}|nonumber)/g, "")
       .replace(/\\([A-Za-z]+)/g, function (match, name) { return SYMBOLS.hasOwnProperty(name) ? SYMBOLS[name] : ""; })
       .replace(/\\[,;:!> ]/g, " ")
