@@ -58,6 +58,14 @@ def test_setup_block_installs_from_the_configured_repository_and_runs_when_insta
     exec(block, namespace)  # course_pe is importable here, so nothing is installed
 
 
+def test_the_intro_clones_the_configured_repository():
+    """The book's "How to run it" gives a command that runs, from the one setting that names the repository."""
+    intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
+    url, name = CONFIG["repository"]["url"], CONFIG["repository"]["url"].rstrip("/").rsplit("/", 1)[-1]
+    assert f"git clone {url}.git && cd {name}\n" in intro
+    assert "<this repository>" not in intro
+
+
 def test_pinned_reads_requirements_and_refuses_unknown_packages():
     assert book_tools.pinned("myst_nb").startswith("myst-nb==")
     with pytest.raises(ValueError, match="not pinned"):

@@ -19,9 +19,11 @@ page count is printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import shutil
 import sys
+import threading
 import time
 import unicodedata
 from dataclasses import dataclass
@@ -425,6 +427,25 @@ def strip_marks(writer) -> None:
             del dests[NameObject(key)]
 
 
+@contextlib.contextmanager
+def heartbeat(what: str, start: float, every: float = 30.0):
+    """Say every ``every`` seconds that ``what`` is still going on: Chromium prints the whole book in one call of
+    several minutes, which used to pass in silence (a newcomer may kill a build that says nothing)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            site_test.progress(f"pdf: {what} ({time.perf_counter() - start:.0f} s)")
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def quiet_pypdf() -> None:
     """Hide pypdf's warnings about the cross-reference table of Chromium's PDF.
 
@@ -458,10 +479,11 @@ def build(site: Path, out: Path, chromium: str, entries: list[Chapter] | None = 
         shutil.copy2(site / f"{root}.html", site / "print.html")
         page.goto(f"{server.origin}/print.html", wait_until="load")
         status = "not started"
-        for _ in range(60):  # the whole book on one page: MathJax may take a minute to start and typeset
-            status = page.evaluate(site_test._WAIT_FOR_MATHJAX_JS)
-            if status == "ok":
-                break
+        with heartbeat("MathJax is typesetting the single page", start):
+            for _ in range(60):  # the whole book on one page: MathJax may take a minute to start and typeset
+                status = page.evaluate(site_test._WAIT_FOR_MATHJAX_JS)
+                if status == "ok":
+                    break
         if status != "ok":
             print(f"MathJax did not finish on the single page ({status})")
             return 1
@@ -479,12 +501,14 @@ def build(site: Path, out: Path, chromium: str, entries: list[Chapter] | None = 
         page.evaluate(_TOC_JS, [toc_entries, ["000"] * len(entries)])
         page.evaluate("() => window.peFitForPrint ? window.peFitForPrint() : 0")
         marked = page.evaluate(_MARK_JS)
-        first = _print(page)
+        with heartbeat("Chromium is printing the book, first pass (to learn the chapters' pages)", start):
+            first = _print(page)
         pages = chapter_pages(first, len(entries))
         site_test.progress(f"pdf: first print done, chapters start on pages {pages} ({time.perf_counter() - start:.0f} s)")
         page.evaluate(_TOC_JS, [toc_entries, [str(p) for p in pages]])
         fit = page.evaluate(_FIT_JS)
-        second = _print(page)
+        with heartbeat("Chromium is printing the book, second pass (with the contents' page numbers)", start):
+            second = _print(page)
         final_pages = chapter_pages(second, len(entries))
         browser.close()
     if report.blocked:

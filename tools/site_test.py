@@ -904,6 +904,9 @@ def check_reading_search(page, origin: str, report: Report) -> None:
         if results and "reference/api.html" in results[0]["href"]:
             report.fail("search", f"{query!r}: the first result is an API entry ({results[0]['title']!r}), not a chapter")
         report.reading["searches"] = report.reading.get("searches", 0) + 1
+
+
+def _is_local(url: str, origin: str, site: Path | None = None) -> bool:
     """A request to the test server, to the built site on disk, or with no host at all."""
     if url.startswith(("data:", "blob:", "about:")):
         return True

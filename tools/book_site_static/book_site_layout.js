@@ -155,6 +155,35 @@
     })();
   }
 
+  // The language switch opens the same page of the other edition. After `make book` alone that edition is not
+  // built and the link was a 404: check first (served pages only; a page opened from disk cannot ask) and say what
+  // to run instead of leaving.
+  var SWITCH_MISSING = {
+    en: "The Chinese edition is not built here. Run `make book-zh`, then `make serve`, to read both editions.",
+    zh: "此处尚未构建英文版。请先运行 `make book`，再运行 `make serve`。"
+  };
+
+  function switchMissing(link) {
+    var note = document.getElementById("pe-switch-missing") || document.createElement("p");
+    note.id = "pe-switch-missing";
+    note.setAttribute("role", "status");
+    note.textContent = SWITCH_MISSING[(document.documentElement.lang || "en").slice(0, 2)] || SWITCH_MISSING.en;
+    note.style.cssText = "position: fixed; top: 0.5rem; right: 0.5rem; z-index: 2000; max-width: 24rem; margin: 0; " +
+      "padding: 0.6rem 0.8rem; border-radius: 0.3rem; background: var(--pst-color-surface, #f3f4f5); " +
+      "color: var(--pst-color-text-base, #222); box-shadow: 0 2px 8px rgba(0, 0, 0, 0.3); font-size: 0.9rem;";
+    document.body.appendChild(note);
+    window.setTimeout(function () { note.remove(); }, 9000);
+  }
+
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest ? event.target.closest("a.edition-switch") : null;
+    if (!link || !/^https?:$/.test(window.location.protocol) || !window.fetch) { return; }
+    event.preventDefault();
+    fetch(link.href, {method: "HEAD"}).then(function (response) {
+      if (response.ok) { window.location.href = link.href; } else { switchMissing(link); }
+    }, function () { window.location.href = link.href; });
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     layout();
     whenMathJaxDone(function () {
