@@ -110,8 +110,8 @@ _TOC_JS = """
     style.id = 'pdf-style';
     style.textContent = `
       ul.pdf-toc { list-style: none; padding: 0; }
-      ul.pdf-toc li { margin: 0.25em 0; }
-      ul.pdf-toc li.pdf-part { font-weight: 700; margin-top: 0.9em; }
+      ul.pdf-toc li { margin: 0.12em 0; }
+      ul.pdf-toc li.pdf-part { font-weight: 700; margin-top: 0.6em; }
       ul.pdf-toc a { display: flex; align-items: baseline; color: inherit; text-decoration: none; }
       .pdf-dots { flex: 1; border-bottom: 1px dotted #888; margin: 0 0.4em; }
       .pdf-page { font-variant-numeric: tabular-nums; }
@@ -129,11 +129,61 @@ _TOC_JS = """
       div.cell_input, div.cell_output, div.highlight, table, div.math, figure { break-inside: avoid; }
       div.cell_input div[class*=highlight], div.cell_output div[class*=highlight] { break-inside: auto; }
       div.cell_input:empty, div.cell_output:empty { display: none; }
-      h1, h2, h3 { break-after: avoid; }`;
+      h1, h2, h3 { break-after: avoid; }
+      /* a heading is never split over two pages, and it stays with what follows (issue 39: nine were split) */
+      h1, h2, h3, h4, p.rubric, .admonition-title, figcaption { break-inside: avoid; }
+      h4, p.rubric, .admonition-title { break-after: avoid; }
+      #pdf-title { break-after: page; text-align: center; padding-top: 30vh; }
+      #pdf-title .pdf-book-title { font-size: 2.4em; font-weight: 700; line-height: 1.2; margin-bottom: 0.6em; }
+      #pdf-title .pdf-book-author { font-size: 1.2em; margin-bottom: 2em; }
+      #pdf-title .pdf-book-note { font-size: 0.9em; color: #555; }`;
     document.head.appendChild(style);
   }
 }
 """
+
+# A title page before the contents (the PDF opened on its contents). Its text comes from _config.yml.
+_TITLE_JS = """
+([title, author, note]) => {
+  const main = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
+  let page = document.getElementById('pdf-title');
+  if (!page) {
+    page = document.createElement('section');
+    page.id = 'pdf-title';
+    main.prepend(page);
+  }
+  const line = (cls, text) => { const d = document.createElement('div'); d.className = cls; d.textContent = text; return d; };
+  page.replaceChildren(line('pdf-book-title', title), line('pdf-book-author', author), line('pdf-book-note', note));
+}
+"""
+
+# A block kept whole on one page (break-inside: avoid in _TOC_JS) that is taller than this share of the printed page
+# moves to the next page and leaves the rest of its page empty (pages 421, 426 and 429 were more than half empty):
+# such blocks may break; a table repeats its header row on the next page.
+TALL_SHARE = 0.4
+_PAGINATE_JS = """
+(share) => {
+  const pageHeight = (297 - 18 - 20) / 25.4 * 96;  // A4 less the margins of _print, in CSS px
+  let freed = 0;
+  document.querySelectorAll('div.cell_input, div.cell_output, div.highlight, table, div.math, div.admonition, ' +
+                            'div.proof, div.solution, details').forEach((e) => {
+    if (getComputedStyle(e).breakInside === 'avoid' && e.getBoundingClientRect().height > share * pageHeight) {
+      e.style.breakInside = 'auto';
+      freed += 1;
+    }
+  });
+  return freed;
+}
+"""
+
+
+def title_page(config_path: Path = ROOT / "_config.yml") -> list[str]:
+    """Title, author and a line saying what this PDF is, from _config.yml."""
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    note = (f"© {config.get('copyright', '')} {config.get('author', '')}. The printed form of the book's web edition; "
+            f"every chapter is also a notebook that runs, in {config['repository']['url']}.")
+    return [config["title"], config.get("author", ""), note]
+
 
 _HEADER = '<div style="font-size:7.5px;width:100%;padding:0 16mm;color:#666;">Positional Encoding, Corrected</div>'
 _FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#444;">'
@@ -499,7 +549,9 @@ def build(site: Path, out: Path, chromium: str, entries: list[Chapter] | None = 
             chapter.title = tex_to_plain(title["text"]) or chapter.docname
         toc_entries = [{"part": c.part, "html": t["html"]} for c, t in zip(entries, titles)]
         page.evaluate(_TOC_JS, [toc_entries, ["000"] * len(entries)])
+        page.evaluate(_TITLE_JS, title_page())
         page.evaluate("() => window.peFitForPrint ? window.peFitForPrint() : 0")
+        page.evaluate(_PAGINATE_JS, TALL_SHARE)
         marked = page.evaluate(_MARK_JS)
         with heartbeat("Chromium is printing the book, first pass (to learn the chapters' pages)", start):
             first = _print(page)
