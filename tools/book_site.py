@@ -142,6 +142,40 @@ _READING_CSS = """
    the overflow on the right, inside the box that scrolls; the number stays at the end. */
 .bd-article div.math { flex-direction: row; justify-content: flex-start; }
 .bd-article div.math > span.eqno { order: 1; flex: none; }
+
+/* Code at desktop widths. The chapters' code is written in lines of up to 120 characters; at 1280 px the page's table
+   of contents ("On this page") took a fifth of the window and 309 of 402 code blocks and outputs scrolled sideways
+   in a 752 px column. Below 1600 px that table of contents opens from the header's button (as on narrower screens)
+   and the column takes its place, with code in 12 px type; from 1600 px the page may be wider than the theme's
+   88rem, so the table of contents and a column for 120-character lines fit side by side. */
+@media (min-width: 1200px) and (max-width: 1599.98px) {
+  div.bd-sidebar-secondary { display: none; }
+  .bd-main .bd-content .bd-article-container { max-width: 100%; }
+  button.sidebar-toggle.secondary-toggle { display: flex; }
+  .bd-article div.highlight > pre, .bd-article div.cell_output pre { font-size: 0.75rem; }
+}
+@media (min-width: 1600px) {
+  .bd-page-width { max-width: 110rem; }
+  .bd-article div.highlight > pre, .bd-article div.cell_output pre { font-size: 0.8125rem; }
+}
+/* Long names in the page's table of contents wrap ("SinusoidalPositionalEncodin" was cut at the window's edge). */
+.bd-sidebar-secondary nav.page-toc a, .bd-sidebar-secondary .toc-entry a { overflow-wrap: anywhere; }
+
+/* Phones: a table wider than the screen scrolls in its frame, at most 75 % of the screen tall, with its header row
+   and its first column fixed, so a value stays next to its row's name and its column's name. */
+@media (max-width: 767.98px) {
+  .bd-article .pst-scrollable-table-container.pe-scroll { max-height: 75vh; overflow: auto; }
+  .bd-article .pst-scrollable-table-container.pe-scroll thead th {
+    position: sticky; top: 0; z-index: 2; background: var(--pst-color-background);
+  }
+  .bd-article .pst-scrollable-table-container.pe-scroll :is(thead, tbody) tr > :first-child {
+    position: sticky; left: 0; z-index: 1; background: var(--pst-color-background);
+    box-shadow: inset -1px 0 0 var(--pst-color-border);
+  }
+  .bd-article .pst-scrollable-table-container.pe-scroll thead tr > :first-child { z-index: 3; }
+}
+/* A figure opens at full size (book_site_layout.js links it): on a phone its labels are otherwise a few pixels high. */
+a.pe-figure-link { cursor: zoom-in; }
 """
 
 _SEARCH_TYPESET_JS = """
@@ -421,6 +455,42 @@ class ErratumIndexEntries(SphinxTransform):
         node.parent.insert(node.parent.index(node), entry)
 
 
+# Where the book teaches each method a reader may search for by name: an index entry at the first paragraph of that
+# chapter that names it. Sphinx's search ranks an index entry that matches the whole query first; as words of the text,
+# "YaRN" ranked the bibliography and the errata above the chapter that explains it, and "position interpolation"
+# did not list that chapter among the first six results.
+TAUGHT_IN = {
+    "sinusoidal encoding": "book/part1/sinusoidal",
+    "RoPE": "book/part2/rope_first_principles",
+    "rotary position embedding": "book/part2/rope_first_principles",
+    "ALiBi": "book/part2/relative",
+    "T5": "book/part2/relative",
+    "position interpolation": "book/part3/context_extension",
+    "NTK-aware": "book/part3/context_extension",
+    "dynamic NTK": "book/part3/context_extension",
+    "YaRN": "book/part3/context_extension",
+}
+
+
+class TaughtInIndexEntries(SphinxTransform):
+    """Index entries for TAUGHT_IN; a term its chapter no longer names is reported (a warning fails the build)."""
+
+    default_priority = 800
+
+    def apply(self, **kwargs) -> None:
+        for term, docname in TAUGHT_IN.items():
+            if docname != self.env.docname:
+                continue
+            pattern = re.compile(rf"(?<![\w-]){re.escape(term)}(?![\w-])", re.IGNORECASE)
+            paragraph = next((p for p in self.document.findall(nodes.paragraph) if pattern.search(p.astext())), None)
+            section = next((a for a in _ancestors(paragraph) if isinstance(a, nodes.section)), None) if paragraph else None
+            if section is None or not section["ids"]:
+                logger.warning(f"[book_site] TAUGHT_IN: {docname} no longer names {term!r}", location=docname)
+                continue
+            entry = addnodes.index(entries=[("single", term, section["ids"][0], "main", None)], inline=False)
+            paragraph.parent.insert(paragraph.parent.index(paragraph), entry)
+
+
 SCORER = Path(__file__).resolve().parent / "book_site_static" / "book_site_scorer.js"
 
 
@@ -505,6 +575,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", math_text_font)
     app.connect("config-inited", search_scorer)
     app.add_transform(ErratumIndexEntries)
+    app.add_transform(TaughtInIndexEntries)
     app.connect("builder-inited", single_page_handlers)
     app.connect("build-finished", copy_mathjax)
     # MathJax on every page: navigation and titles may contain math on pages that have none in their body.

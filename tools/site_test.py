@@ -885,8 +885,8 @@ def check_reading_detector(page, origin: str, report: Report) -> None:
 # finds the chapter that teaches it before the API entries that implement it.
 READING_SEARCHES = (
     ("E001-10", ("reference/errata.html#e001-10", "sinusoidal.html#erratum-e001-10"), 2),
-    ("YaRN", ("part3/context_extension.html",), 3),
-    ("position interpolation", ("part3/context_extension.html",), 3),
+    ("YaRN", ("part3/context_extension.html",), 1),
+    ("position interpolation", ("part3/context_extension.html",), 1),
 )
 
 

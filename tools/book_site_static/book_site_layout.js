@@ -184,7 +184,20 @@
     }, function () { window.location.href = link.href; });
   });
 
+  // Every figure of a chapter opens at full size when tapped or clicked (its labels are tiny on a phone).
+  function linkFigures() {
+    document.querySelectorAll(".bd-article figure img, .bd-article div.cell_output img").forEach(function (img) {
+      if (img.closest("a") || !img.getAttribute("src") || /^data:/.test(img.getAttribute("src"))) { return; }
+      var link = document.createElement("a");
+      link.className = "pe-figure-link";
+      link.href = img.getAttribute("src");
+      img.parentNode.insertBefore(link, img);
+      link.appendChild(img);
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    linkFigures();
     layout();
     whenMathJaxDone(function () {
       var fonts = document.fonts ? document.fonts.ready : Promise.resolve();

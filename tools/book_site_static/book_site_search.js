@@ -52,6 +52,13 @@
         var text = texToText(element.textContent);
         element.replaceWith(doc.createTextNode(element.tagName === "DIV" ? " " + text + " " : text));
       });
+      // An anchor that is an empty marker (a second label of a callout: <span id="erratum-e001-10"></span>) has no
+      // text; Sphinx then shows no excerpt and throws. Use the element that holds the marker.
+      var target = anchor ? doc.querySelector('[role="main"] ' + anchor) : null;
+      if (target && !target.textContent.trim() && target.parentElement) {
+        target.parentElement.setAttribute("data-pe-anchor", "");
+        anchor = "[data-pe-anchor]";
+      }
       return original("<!DOCTYPE html>" + doc.documentElement.outerHTML, anchor);
     };
     wrapped.peWrapped = true;
