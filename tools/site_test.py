@@ -764,7 +764,7 @@ _FIGURES_JS = """
   };
   const problems = [];
   let checked = 0, bad = 0;
-  for (const img of article.querySelectorAll('img')) {
+  for (const img of article.querySelectorAll('img:not(.toggler)')) {  // .toggler: the module index's fold icons
     if (!visible(img)) continue;
     checked += 1;
     const before = problems.length;
