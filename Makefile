@@ -21,8 +21,8 @@
 #   make gradescope  one Gradescope autograder per assignment: gradescope/<chapter>/autograder.zip (instructor guide)
 #   make book-student  the HTML book without solutions, into _build/student/_build/html
 #   make book-zh  the Chinese edition into _build/html-zh (prose from locale/zh_CN; make locale-update refreshes it)
-#   make mutation mutation testing (mutmut) of the five core modules in a temporary copy; slow (about 20 min on one
-#                 core), not part of `make test` or CI; see tests/MUTATION.md
+#   make mutation mutation testing (mutmut) of the five core modules and positions.py in a temporary copy; slow (about
+#                 an hour on one core of a busy machine), not part of `make test` or CI; see tests/MUTATION.md
 #   make clean    remove build outputs (make distclean also removes .venv)
 #   make install  create .venv and install the pins (every target that needs Python does this first)
 #   make help     print this list

@@ -470,6 +470,9 @@ TAUGHT_IN = {
     "dynamic NTK": "book/part3/context_extension",
     "YaRN": "book/part3/context_extension",
 }
+# The same terms as the Chinese edition writes them, where it translates them (the others it keeps in English).
+TAUGHT_IN_ZH = {"sinusoidal encoding": "正弦位置编码", "position interpolation": "位置插值",
+                "rotary position embedding": "旋转位置编码"}
 
 
 class TaughtInIndexEntries(SphinxTransform):
@@ -478,10 +481,13 @@ class TaughtInIndexEntries(SphinxTransform):
     default_priority = 800
 
     def apply(self, **kwargs) -> None:
+        chinese = (self.config.language or "en").lower().startswith("zh")
         for term, docname in TAUGHT_IN.items():
             if docname != self.env.docname:
                 continue
-            pattern = re.compile(rf"(?<![\w-]){re.escape(term)}(?![\w-])", re.IGNORECASE)
+            term = TAUGHT_IN_ZH.get(term, term) if chinese else term
+            edges = ("", "") if cjk_font.CJK_CHAR.search(term) else (r"(?<![\w-])", r"(?![\w-])")  # no spaces in Chinese
+            pattern = re.compile(edges[0] + re.escape(term) + edges[1], re.IGNORECASE)
             paragraph = next((p for p in self.document.findall(nodes.paragraph) if pattern.search(p.astext())), None)
             section = next((a for a in _ancestors(paragraph) if isinstance(a, nodes.section)), None) if paragraph else None
             if section is None or not section["ids"]:
