@@ -883,16 +883,20 @@ def check_reading_detector(page, origin: str, report: Report) -> None:
 
 # Searches a reader makes (issue 39): an erratum's ID finds its catalogue entry and its callout first; a method's name
 # finds the chapter that teaches it before the API entries that implement it.
+# (query, the query in the Chinese edition, pages expected among the first N results, N)
 READING_SEARCHES = (
-    ("E001-10", ("reference/errata.html#e001-10", "sinusoidal.html#erratum-e001-10"), 2),
-    ("YaRN", ("part3/context_extension.html",), 1),
-    ("position interpolation", ("part3/context_extension.html",), 1),
+    ("E001-10", "E001-10", ("reference/errata.html#e001-10", "sinusoidal.html#erratum-e001-10"), 2),
+    ("YaRN", "YaRN", ("part3/context_extension.html",), 1),
+    ("position interpolation", "位置插值", ("part3/context_extension.html",), 1),
 )
 
 
 def check_reading_search(page, origin: str, report: Report) -> None:
     """Each query of READING_SEARCHES lists each expected page among its first N results, and no API entry first."""
-    for query, expected, first in READING_SEARCHES:
+    page.goto(f"{origin}/search.html", wait_until="load")
+    chinese = page.evaluate("() => document.documentElement.lang").lower().startswith("zh")
+    for query_en, query_zh, expected, first in READING_SEARCHES:
+        query = query_zh if chinese else query_en
         results = _search(page, origin, query, report)
         if results is None:
             continue
