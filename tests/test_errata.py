@@ -199,31 +199,23 @@ def test_chinese_text_uses_the_glossary_terms():
             assert variant not in unquoted, f"{e['id']}: use the glossary's term instead of {variant}"
 
 
-def chapter_titles() -> set[str]:
-    titles = set()
-    for path in book_tools.toc_notebooks():
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            found = re.search(r"^# (.+)$", "".join(cell["source"]), re.M) if cell["cell_type"] == "markdown" else None
-            if found:
-                titles.add(found.group(1).strip())
-                break
-    return titles
+CHAPTER_REFERENCE = re.compile(r"“(?!\{doc\})([^”]+)”(（[^）]+）)?一章")
+CHAPTER_ROLE = re.compile(r"“\{doc\}`(/book/[\w/]+)`”一章")
 
 
-CHAPTER_REFERENCE = re.compile(r"“([^”]+)”(（[^）]+）)?一章")
-
-
-def test_chinese_chapter_references_give_the_english_title_with_a_gloss():
-    """A Chinese reader finds a chapter by its (English) title; the gloss says what it is about."""
-    titles = chapter_titles()
-    assert "From tokens to model input" in titles
+def test_chinese_chapter_references_are_links_whose_title_follows_the_edition():
+    """A chapter named in a Chinese field is a {doc} link: the Chinese edition shows its Chinese title (the one in
+    the sidebar), the English edition its English one; never an English title inside Chinese prose (issue 36, M2)."""
+    docs = {"/" + p.relative_to(ROOT).with_suffix("").as_posix() for p in book_tools.toc_notebooks()}
     references = 0
     for e in ERRATA:
         for field in CHINESE_FIELDS[kind(e)]:
-            for title, gloss in CHAPTER_REFERENCE.findall(e[field]):
+            assert not CHAPTER_REFERENCE.search(e[field]), f"{e['id']}: name the chapter with {{doc}}, not its title"
+            for target in CHAPTER_ROLE.findall(e[field]):
                 references += 1
-                assert title in titles, f"{e['id']}: “{title}” is not the title of a chapter of the book"
-                assert gloss and CJK.search(gloss), f"{e['id']}: “{title}” needs a Chinese gloss in （）"
+                assert target in docs, f"{e['id']}: {target} is not a chapter of the book"
+            assert e[field].count("{doc}") == len(CHAPTER_ROLE.findall(e[field])), \
+                f"{e['id']}: a chapter link is written “{{doc}}`/book/...`”一章"
     assert references >= 10
 
 

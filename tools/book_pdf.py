@@ -40,6 +40,24 @@ OUT = ROOT / "_build" / "pdf" / "positional-encoding-corrected.pdf"
 
 
 @dataclass
+class Edition:
+    """What differs between the editions' PDFs: the TOC (its part captions), the running title and metadata, the
+    contents' heading, and for the Chinese edition (tools/zh_edition.py pdf, make pdf-zh) the CJK font check."""
+    toc: Path = ROOT / "_toc.yml"
+    title: str = "Positional Encoding, Corrected"
+    author: str = "The Positional Encoding, Corrected authors"
+    contents: str = "Contents"
+    cjk_font: str = ""  # a font every CJK character must be drawn with (its PostScript name), e.g. NotoSansSC
+    # The running title at the top of each page. Chromium draws it outside the page, where the page's web fonts are
+    # not loaded: Chinese there would be empty boxes on a machine without a CJK system font, so the Chinese edition
+    # has none (its title is on the first page and in the PDF's metadata).
+    running_title: bool = True
+
+
+ENGLISH = Edition()
+
+
+@dataclass
 class Chapter:
     part: str
     docname: str  # e.g. book/part1/sinusoidal
@@ -90,7 +108,7 @@ async (docnames) => {
 """
 
 _TOC_JS = """
-([entries, numbers]) => {
+([entries, numbers, heading]) => {
   const main = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
   let nav = document.getElementById('pdf-contents');
   if (!nav) {
@@ -104,7 +122,7 @@ _TOC_JS = """
     return part + `<li><a href="#pdf-chapter-${i}"><span class="pdf-title">${e.html}</span>` +
       `<span class="pdf-dots"></span><span class="pdf-page">${numbers[i]}</span></a></li>`;
   }).join('');
-  nav.innerHTML = `<h1>Contents</h1><ul class="pdf-toc">${rows}</ul>`;
+  nav.innerHTML = `<h1>${heading}</h1><ul class="pdf-toc">${rows}</ul>`;
   if (!document.getElementById('pdf-style')) {
     const style = document.createElement('style');
     style.id = 'pdf-style';
@@ -177,12 +195,16 @@ _PAGINATE_JS = """
 """
 
 
-def title_page(config_path: Path = ROOT / "_config.yml") -> list[str]:
-    """Title, author and a line saying what this PDF is, from _config.yml."""
+def title_page(edition: Edition = ENGLISH, config_path: Path = ROOT / "_config.yml") -> list[str]:
+    """The edition's title and author, and a line saying what this PDF is (the year and repository from _config.yml)."""
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    note = (f"© {config.get('copyright', '')} {config.get('author', '')}. The printed form of the book's web edition; "
-            f"every chapter is also a notebook that runs, in {config['repository']['url']}.")
-    return [config["title"], config.get("author", ""), note]
+    year, url = config.get("copyright", ""), config["repository"]["url"]
+    if edition.cjk_font:
+        note = f"© {year} {edition.author}。本书网页版的印刷版本；每一章也是一个可以运行的笔记本，见 {url}。"
+    else:
+        note = (f"© {year} {edition.author}. The printed form of the book's web edition; every chapter is also a "
+                f"notebook that runs, in {url}.")
+    return [edition.title, edition.author, note]
 
 
 _HEADER = '<div style="font-size:7.5px;width:100%;padding:0 16mm;color:#666;">Positional Encoding, Corrected</div>'
@@ -190,9 +212,9 @@ _FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#444;">
            '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
 
 
-def _print(page) -> bytes:
+def _print(page, header: str = _HEADER) -> bytes:
     # tagged: a PDF with its structure (headings, lists, tables, figures with their alt text) for screen readers
-    return page.pdf(format="A4", print_background=True, display_header_footer=True, header_template=_HEADER,
+    return page.pdf(format="A4", print_background=True, display_header_footer=True, header_template=header,
                     footer_template=_FOOTER, margin={"top": "18mm", "bottom": "20mm", "left": "16mm", "right": "16mm"},
                     prefer_css_page_size=True, tagged=True)
 
@@ -212,14 +234,14 @@ def chapter_pages(pdf_bytes: bytes, count: int) -> list[int]:
     return pages
 
 
-def add_bookmarks(pdf_bytes: bytes, entries: list[Chapter], target: Path) -> int:
+def add_bookmarks(pdf_bytes: bytes, entries: list[Chapter], target: Path, edition: Edition = ENGLISH) -> int:
     """Write the PDF with one bookmark per part and per chapter, and the document's title; returns the page count."""
     import io
 
     from pypdf import PdfReader, PdfWriter
 
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_bytes)))
-    writer.add_metadata({"/Title": "Positional Encoding, Corrected", "/Author": "The Positional Encoding, Corrected authors"})
+    writer.add_metadata({"/Title": edition.title, "/Author": edition.author})
     parent = None
     current_part = None
     for chapter in entries:
@@ -235,7 +257,7 @@ def add_bookmarks(pdf_bytes: bytes, entries: list[Chapter], target: Path) -> int
     return len(writer.pages)
 
 
-def check_pdf(path: Path, entries: list[Chapter], code: list[str] = ()) -> list[str]:
+def check_pdf(path: Path, entries: list[Chapter], code: list[str] = (), ignore_spaces: bool = False) -> list[str]:
     """Problems with the written PDF: titles, bookmarks, raw TeX (outside the book's code: ``code`` holds the text of
     every code block and literal, whitespace collapsed; a match on a line that is code is not raw TeX)."""
     from pypdf import PdfReader
@@ -255,8 +277,10 @@ def check_pdf(path: Path, entries: list[Chapter], code: list[str] = ()) -> list[
 
     walk(reader.outline)
     for chapter in entries:
-        words = re.split(r"[:(]", chapter.title)[0].strip()  # the title up to any math
-        if not (1 <= chapter.page <= len(texts)) or flat(words) not in flat(texts[chapter.page - 1]):
+        words = re.split(r"[:(：（]", chapter.title)[0].strip()  # the title up to any math (also after a Chinese colon)
+        found = lambda a, b: (a.replace(" ", "") in b.replace(" ", "")) if ignore_spaces else a in b  # noqa: E731
+        # (ignore_spaces: Chinese has no spaces, and text extraction puts some between glyphs that sit a little apart)
+        if not (1 <= chapter.page <= len(texts)) or not found(flat(words), flat(texts[chapter.page - 1])):
             problems.append(f"chapter {chapter.docname}: title {words!r} not found on its page {chapter.page}")
         if (chapter.title, chapter.page) not in outline_titles:
             problems.append(f"chapter {chapter.docname}: no bookmark {chapter.title!r} -> page {chapter.page}")
@@ -496,6 +520,44 @@ def heartbeat(what: str, start: float, every: float = 30.0):
         thread.join()
 
 
+def cjk_font_problems(path: Path, font: str) -> list[str]:
+    """The Chinese PDF draws every CJK character with the embedded ``font`` (no character fell back to another font,
+    which on a machine without CJK fonts is an empty box), and its text has no replacement character."""
+    from pypdf import PdfReader
+
+    import cjk_font
+
+    problems: list[str] = []
+    others: dict[str, str] = {}
+    embedded = set()
+    cjk_chars = 0
+
+    def visit(text, cm, tm, font_dict, font_size):
+        nonlocal cjk_chars
+        name = str((font_dict or {}).get("/BaseFont", "?"))
+        chars = cjk_font.CJK_CHAR.findall(text or "")
+        if chars:
+            cjk_chars += len(chars)
+            if str((font_dict or {}).get("/Subtype")) == "/Type3":
+                return  # Chromium writes the synthesized bold of the embedded font (headings) as Type 3 glyph programs
+            if font in name:
+                embedded.add(name)
+            else:
+                others.setdefault(name, "".join(chars)[:20])
+
+    for number, page in enumerate(PdfReader(path).pages, start=1):
+        text = page.extract_text(visitor_text=visit) or ""
+        if "\ufffd" in text:
+            problems.append(f"page {number}: a character that could not be drawn or read (U+FFFD)")
+    if not cjk_chars:
+        problems.append("the PDF has no CJK text")
+    elif not embedded:
+        problems.append(f"no embedded {font} font draws the CJK text")
+    for name, sample in others.items():
+        problems.append(f"CJK characters drawn with {name}, not the embedded {font}: {sample!r}")
+    return problems
+
+
 def quiet_pypdf() -> None:
     """Hide pypdf's warnings about the cross-reference table of Chromium's PDF.
 
@@ -508,12 +570,16 @@ def quiet_pypdf() -> None:
     logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
-def build(site: Path, out: Path, chromium: str, entries: list[Chapter] | None = None) -> int:
+def build(site: Path, out: Path, chromium: str, edition: Edition = ENGLISH,
+          entries: list[Chapter] | None = None) -> int:
+    import html
+
     from playwright.sync_api import sync_playwright
 
     quiet_pypdf()
 
-    entries = chapters() if entries is None else entries
+    entries = chapters(edition.toc) if entries is None else entries
+    header = _HEADER.replace("Positional Encoding, Corrected", html.escape(edition.title) if edition.running_title else "")
     start = time.perf_counter()
     report = site_test.Report()
     with site_test.LocalServer(site, 1500) as server, sync_playwright() as pw:
@@ -548,19 +614,19 @@ def build(site: Path, out: Path, chromium: str, entries: list[Chapter] | None = 
         for chapter, title in zip(entries, titles):
             chapter.title = tex_to_plain(title["text"]) or chapter.docname
         toc_entries = [{"part": c.part, "html": t["html"]} for c, t in zip(entries, titles)]
-        page.evaluate(_TOC_JS, [toc_entries, ["000"] * len(entries)])
-        page.evaluate(_TITLE_JS, title_page())
+        page.evaluate(_TOC_JS, [toc_entries, ["000"] * len(entries), html.escape(edition.contents)])
+        page.evaluate(_TITLE_JS, title_page(edition))
         page.evaluate("() => window.peFitForPrint ? window.peFitForPrint() : 0")
         page.evaluate(_PAGINATE_JS, TALL_SHARE)
         marked = page.evaluate(_MARK_JS)
         with heartbeat("Chromium is printing the book, first pass (to learn the chapters' pages)", start):
-            first = _print(page)
+            first = _print(page, header)
         pages = chapter_pages(first, len(entries))
         site_test.progress(f"pdf: first print done, chapters start on pages {pages} ({time.perf_counter() - start:.0f} s)")
-        page.evaluate(_TOC_JS, [toc_entries, [str(p) for p in pages]])
+        page.evaluate(_TOC_JS, [toc_entries, [str(p) for p in pages], html.escape(edition.contents)])
         fit = page.evaluate(_FIT_JS)
         with heartbeat("Chromium is printing the book, second pass (with the contents' page numbers)", start):
-            second = _print(page)
+            second = _print(page, header)
         final_pages = chapter_pages(second, len(entries))
         browser.close()
     if report.blocked:
@@ -574,8 +640,10 @@ def build(site: Path, out: Path, chromium: str, entries: list[Chapter] | None = 
         if number == 0:
             problems.append(f"chapter {chapter.docname}: no page found for it")
     problems += fit["problems"] + printed_problems(second, marked, fit)
-    count = add_bookmarks(second, entries, out)
-    problems += check_pdf(out, entries, code)
+    count = add_bookmarks(second, entries, out, edition)
+    problems += check_pdf(out, entries, code, ignore_spaces=bool(edition.cjk_font))
+    if edition.cjk_font:
+        problems += cjk_font_problems(out, edition.cjk_font)
     size = out.stat().st_size / 1e6
     print(f"pdf: {out} ({count} pages, {size:.1f} MB, {len(entries)} chapters bookmarked under their parts, "
           f"{time.perf_counter() - start:.0f} s), {len(problems)} problem(s)")

@@ -529,9 +529,77 @@ html {{
   --pst-font-family-heading: var(--pst-font-family-base);
   --pst-font-family-monospace: var(--pst-font-family-monospace-system), "{family}";
 }}
-:lang(zh) {{ font-family: "{family}", var(--pst-font-family-base); }}
+""" + cjk_text_css(family)
+
+
+# MathJax draws formulas with its own fonts, which its elements (<mjx-container> and the <mjx-*> inside it) inherit
+# from MathJax's stylesheet. A rule that names a font for *every* Chinese element reaches them too: on a zh-CN page
+# every element matches :lang(zh), so digits, "=", "sin" and \mathrm were drawn in the body font ("i = 0" read
+# "i = C", issue 36 Z1). The Chinese font is therefore given to text only: :where() keeps the selector's weight that
+# of :lang(zh) alone, so the code rule below still wins for code. tools/site_test.py asks the browser which font drew
+# every glyph of the formulas (check_math_fonts).
+_NOT_MATH = ":where(:not(mjx-container, mjx-container *))"
+
+
+def cjk_text_css(family: str) -> str:
+    """The Chinese text rules: the served CJK fonts first for Chinese text (never for MathJax's elements; the
+    punctuation family first, so that “”——…… are full width in Chinese and only there), code in the monospace stack,
+    emphasis as Chinese typesetting does it, and short Chinese table cells kept on one line (below)."""
+    punct = cjk_font.PUNCT_FAMILY
+    return f"""
+:lang(zh){_NOT_MATH} {{ font-family: "{punct}", "{family}", var(--pst-font-family-base); }}
 :lang(zh) code, :lang(zh) pre, :lang(zh) kbd {{ font-family: var(--pst-font-family-monospace); }}
+{CJK_EMPHASIS_CSS}
+{CJK_NOWRAP_CSS}
 """
+
+
+def punctuation_css(unicode_range: str) -> str:
+    """The @font-face of the punctuation subset (cjk_font.subset_punctuation); used by the Chinese text rules only."""
+    return f"""
+@font-face {{
+  font-family: "{cjk_font.PUNCT_FAMILY}";
+  src: url("fonts/{cjk_font.PUNCT_SERVED.name}") format("woff2");
+  font-weight: 400;
+  font-display: swap;
+  unicode-range: {unicode_range};
+}}
+"""
+
+
+# Emphasis in Chinese (issue 36, S3). Han characters are not slanted (W3C clreq, "Requirements for Chinese Text
+# Layout", 3.2): a browser given `font-style: italic` for a font with no italic synthesizes an oblique CJK face.
+# Chinese marks emphasis with dots under the characters (着重号). mark_cjk_emphasis gives every emphasis node with
+# Chinese text the class cjk-em, so emphasis in Latin text (a variable name, an English term) stays italic.
+CJK_EMPHASIS_CSS = """em.cjk-em { font-style: normal; text-emphasis: filled dot; text-emphasis-position: under right; }
+em.cjk-em :is(mjx-container, code) { text-emphasis: none; }
+:lang(zh) .caption-number { font-style: normal; }"""  # the theme slants "Figure 1"; "图 1" stays upright
+
+# A table cell with a few Chinese characters and nothing else ("源文档", "简体中文", "交错") is the narrowest column to
+# an automatic table layout, since Chinese may break between any two characters: it was drawn one character per line
+# (issue 36, S5). mark_cjk_nowrap gives such cells the class cjk-nowrap; a table then too wide for the column
+# scrolls inside its frame like any other.
+CJK_NOWRAP_CSS = ".cjk-nowrap { white-space: nowrap; }"
+CJK_NOWRAP_MAX = 8  # characters
+
+
+def mark_cjk_emphasis(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Emphasis whose text has a Chinese character gets the class cjk-em (HTML builders)."""
+    if app.builder.format != "html":
+        return
+    for emphasis in doctree.findall(nodes.emphasis):
+        if cjk_font.CJK_CHAR.search(emphasis.astext()) and "cjk-em" not in emphasis["classes"]:
+            emphasis["classes"].append("cjk-em")
+
+
+def mark_cjk_nowrap(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Table cells of at most CJK_NOWRAP_MAX characters, one of them Chinese, get the class cjk-nowrap."""
+    if app.builder.format != "html":
+        return
+    for entry in doctree.findall(nodes.entry):
+        text = entry.astext().strip()
+        if text and len(text) <= CJK_NOWRAP_MAX and cjk_font.CJK_CHAR.search(text) and "cjk-nowrap" not in entry["classes"]:
+            entry["classes"].append("cjk-nowrap")
 
 
 def write_css(app: Sphinx, exception: Exception | None) -> None:
@@ -541,7 +609,9 @@ def write_css(app: Sphinx, exception: Exception | None) -> None:
             chars, unicode_range = cjk_font.subset_site(outdir)
         except ValueError as err:  # a CJK character the source font lacks
             raise ExtensionError(f"CJK font: {err}") from err
-        (outdir / "_static" / "book_site.css").write_text(_SITE_CSS + _READING_CSS + _font_css(unicode_range))
+        (outdir / "_static" / "book_site.css").write_text(
+            _SITE_CSS + _READING_CSS + _font_css(unicode_range)
+            + (punctuation_css(cjk_font.subset_punctuation(outdir)) if chars else ""))
         logger.info(f"[book_site] CJK font subset: {len(chars)} characters")
         for name in ("book_site_layout.js", "book_site_search.js"):
             shutil.copy2(STATIC / name, Path(app.outdir) / "_static" / name)
@@ -598,6 +668,8 @@ def setup(app: Sphinx) -> dict:
     app.connect("doctree-resolved", name_other_chapters)
     app.connect("doctree-resolved", merge_split_outputs)
     app.connect("doctree-resolved", mark_chinese)
+    app.connect("doctree-resolved", mark_cjk_emphasis)
+    app.connect("doctree-resolved", mark_cjk_nowrap)
     app.add_node(cjk_span, html=(_visit_cjk_span, _depart_cjk_span))
     app.add_css_file("book_site.css")
     app.add_js_file("book_site_layout.js")

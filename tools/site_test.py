@@ -18,7 +18,10 @@ another host, and fails on:
   every switch link is followed on the server. Where the other edition is not built (the English build tested alone,
   the student edition) the links cannot be followed: the summary says so, with how many were left unchecked; one
   built beside it but not served with it fails (its switch is a 404 there, as on the site published before);
-* a switch label drawn without the served CJK font (the "中文" on every English page must not be empty boxes).
+* a switch label drawn without the served CJK font (the "中文" on every English page must not be empty boxes);
+* a glyph inside a formula drawn by a font that is not one of MathJax's (the browser says which font drew each glyph:
+  all of them on worked_example and rope_proof, a sample on every other page; a self-test must catch a formula drawn
+  in the body font); Chinese punctuation (“ ” — …) in Chinese text not drawn by the served font, or not full width.
 
 It also checks that searching for "rotary" lists the RoPE chapter, that an exercise solution and a proof fold
 and unfold, and that a page opened straight from disk (file://) renders its math. Screenshots go to --out.
@@ -89,6 +92,7 @@ class Report:
     pages: int = 0
     blocks: int = 0
     cjk_samples: int = 0
+    math_glyphs: int = 0  # glyphs inside formulas whose drawing font was asked of the browser
     switch_links: int = 0
     switch_labels: int = 0
     switch_unchecked: dict[str, int] = field(default_factory=dict)  # why a switch link could not be followed: count
@@ -489,6 +493,197 @@ def check_cjk(page, rel: str, report: Report, cdp) -> int:
                              f"fonts used: {used}): {sample['text']!r}")
         elif not 0.9 <= sample["em"] <= 1.1:
             report.fail(rel, f"Chinese characters advance by {sample['em']:.2f} em, not about 1 (missing glyphs?): "
+                             f"{sample['text']!r}")
+    return len(samples)
+
+
+# ----------------------------------------------------------------------------------------------- math fonts
+
+# Every glyph of a formula is drawn by one of MathJax's own fonts. MathJax's CommonHTML output draws a glyph as the
+# ::before content of an <mjx-c> element, in a font family it sets on its containers; a page rule that sets
+# font-family on MathJax's elements (the Chinese edition's `:lang(zh)` rule did: every element of a zh-CN page
+# matches it) silently replaces TeX's digits, parentheses, "=", "sin" and \mathrm with the body font ("i = 0" read
+# "i = C"). The browser reports, through the DevTools protocol, which platform font drew each ::before.
+# The pages where every glyph is checked (the done-when of issue 36); every other page is sampled.
+MATH_FONT_PAGES = ("book/part1/worked_example.html", "book/part2/rope_proof.html")
+MATH_FONT_SAMPLE = 150
+MATHJAX_FONT_PREFIX = "MathJax_"  # MathJax 3's CommonHTML web fonts: MathJax_Main, MathJax_Math, MathJax_Size1...
+
+# Tags the <mjx-c> glyphs of the formulas under `scope` (the whole body, or one fixture) with data-pe-glyph; all of
+# them, or `limit` spread evenly over the page. Returns, per tagged glyph, its character and its formula's text.
+_MATH_GLYPHS_JS = """
+([limit, fixture]) => {
+  document.querySelectorAll('[data-pe-glyph]').forEach((e) => e.removeAttribute('data-pe-glyph'));
+  const scope = fixture ? document.querySelector(`[data-pe-fixture="${fixture}"]`) : document.body;
+  if (!scope) return [];
+  const visibleChar = (c) => c && !/^[\\s\\u200b-\\u200f\\u2060-\\u2064]*$/u.test(c);
+  const glyphs = [];
+  for (const e of scope.querySelectorAll('mjx-container mjx-c')) {
+    if (e.closest('mjx-assistive-mml') || !e.getClientRects().length) continue;
+    const content = getComputedStyle(e, '::before').content;
+    const char = content && content.startsWith('"') ? JSON.parse(content) : '';
+    if (visibleChar(char)) glyphs.push([e, char]);
+  }
+  const n = limit ? Math.min(limit, glyphs.length) : glyphs.length;
+  const out = [];
+  for (let k = 0; k < n; k++) {
+    const [e, char] = glyphs[Math.floor(k * glyphs.length / n)];
+    e.dataset.peGlyph = String(out.length);
+    const mml = e.closest('mjx-container').querySelector('mjx-assistive-mml');
+    out.push({char, formula: (mml ? mml.textContent : '').replace(/\\s+/g, ' ').trim().slice(0, 50)});
+  }
+  return out;
+}
+"""
+
+
+def _pseudo_before_ids(cdp, attribute: str) -> dict[str, int]:
+    """{value of `attribute`: node id of that element's ::before}, for every element of the page carrying it."""
+    found: dict[str, int] = {}
+    stack = [cdp.send("DOM.getDocument", {"depth": -1})["root"]]
+    while stack:
+        node = stack.pop()
+        attributes = node.get("attributes") or []
+        if attribute in attributes[::2]:
+            value = attributes[attributes[::2].index(attribute) * 2 + 1]
+            before = next((p for p in node.get("pseudoElements", []) if p.get("pseudoType") == "before"), None)
+            if before is not None:
+                found[value] = before["nodeId"]
+        stack.extend(node.get("children", []))
+    return found
+
+
+def math_font_problems(page, cdp, limit: int | None = None, fixture: str | None = None) -> tuple[int, list[str]]:
+    """Ask the browser which font drew each glyph of the page's formulas (all of them, or ``limit`` spread over the
+    page; or those of one ``fixture``). Returns (glyphs checked, problems): one problem naming the fonts that drew
+    glyphs MathJax's fonts should have drawn, with a few examples."""
+    glyphs = page.evaluate(_MATH_GLYPHS_JS, [limit or 0, fixture])
+    if not glyphs:
+        return 0, []
+    ids = _pseudo_before_ids(cdp, "data-pe-glyph")
+    wrong: dict[str, int] = {}
+    examples: list[str] = []
+    checked = 0
+    for index, glyph in enumerate(glyphs):
+        node_id = ids.get(str(index))
+        if node_id is None:
+            continue
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node_id})["fonts"]
+        if not fonts:
+            continue
+        checked += 1
+        others = [f for f in fonts if not (f.get("isCustomFont") and f["familyName"].startswith(MATHJAX_FONT_PREFIX))]
+        for font in others:
+            wrong[font["familyName"]] = wrong.get(font["familyName"], 0) + font["glyphCount"]
+        if others and len(examples) < 4:
+            examples.append(f"{glyph['char']!r} in {glyph['formula']!r} by {others[0]['familyName']}")
+    problems = []
+    if wrong:
+        fonts = ", ".join(f"{name} ({count})" for name, count in sorted(wrong.items(), key=lambda kv: -kv[1]))
+        problems.append(f"formula glyphs drawn by a font that is not MathJax's: {fonts} of {checked} glyphs checked; "
+                        f"e.g. {'; '.join(examples)}")
+    if glyphs and not checked:
+        problems.append(f"none of the {len(glyphs)} formula glyphs could be asked for its font")
+    return checked, problems
+
+
+def check_math_fonts(page, rel: str, report: Report, cdp) -> int:
+    """Every glyph inside a formula is drawn by a MathJax font: all glyphs on MATH_FONT_PAGES, a sample elsewhere."""
+    whole = rel in MATH_FONT_PAGES
+    checked, problems = math_font_problems(page, cdp, limit=None if whole else MATH_FONT_SAMPLE)
+    for problem in problems:
+        report.fail(rel, problem)
+    if whole and checked == 0:
+        report.fail(rel, "no formula glyph found on a page whose formulas must be checked")
+    return checked
+
+
+# A formula whose MathJax elements a page rule gives the body font (what `:lang(zh) { font-family: ... }` did), and
+# the same formula untouched, both in an English block: the check must report exactly the first.
+_MATH_FONT_FIXTURES_JS = """
+async () => {
+  const article = document.querySelector('article.bd-article') || document.body;
+  const style = document.createElement('style');
+  style.textContent = '[data-pe-fixture="math-font-body"] mjx-container * { font-family: sans-serif; }';
+  document.head.appendChild(style);
+  const formula = '\\\\( \\\\mathrm{PE}(p) = (\\\\sin p, \\\\cos p), \\\\; i = 0 \\\\)';
+  // lang="en": the untouched formula is not subject to the page's own language rules (a Chinese page may have the
+  // very defect this check exists for); what the fixtures test is the detector, not the site.
+  article.insertAdjacentHTML('beforeend', `<div lang="en"><p data-pe-fixture="math-font-body">${formula}</p>` +
+                                          `<p data-pe-fixture="math-font-ok">${formula}</p></div>`);
+  await MathJax.typesetPromise([article]);
+}
+"""
+
+
+def check_math_font_detector(page, origin: str, report: Report, cdp) -> None:
+    """A test of the test: a formula drawn in the body font is reported, the same formula in TeX's fonts is not."""
+    page.goto(f"{origin}/book/intro.html", wait_until="load")
+    page.evaluate(_WAIT_FOR_MATHJAX_JS)
+    page.evaluate(_MATH_FONT_FIXTURES_JS)
+    page.wait_for_timeout(300)  # the web fonts of the new glyphs
+    bad_checked, bad = math_font_problems(page, cdp, fixture="math-font-body")
+    ok_checked, ok = math_font_problems(page, cdp, fixture="math-font-ok")
+    if not bad or ok or not (bad_checked and ok_checked):
+        report.fail("math-font self-test", f"expected a problem for the body-font formula only; body font: "
+                                           f"{bad_checked} glyphs, {bad}; TeX fonts: {ok_checked} glyphs, {ok}")
+
+
+# Punctuation of Chinese text that lies outside the CJK blocks (“ ” — …): drawn by the served font, full width, in
+# Chinese text (tools/cjk_font.py's punctuation family; issue 36, S4). Up to `count` such characters between Chinese
+# characters of the article are wrapped in spans tagged data-pe-punct; for each, its advance in em.
+CJK_PUNCTUATION = "\u201c\u201d\u2026\u2014"
+_CJK_PUNCT_JS = """
+([pattern, punct, count]) => {
+  const cjk = new RegExp(pattern, 'u');
+  const article = document.querySelector('article.bd-article') || document.body;
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  const out = [];
+  const nodes = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) nodes.push(node);
+  for (const node of nodes) {
+    if (out.length >= count) break;
+    const parent = node.parentElement;
+    if (!parent || parent.closest('pre, code, mjx-container, script, style') || !parent.closest(':lang(zh)')) continue;
+    if (!parent.getClientRects().length) continue;
+    const text = node.textContent;
+    for (let i = 0; i < text.length; i++) {
+      if (!punct.includes(text[i])) continue;
+      const near = text.slice(Math.max(0, i - 1), i) + text.slice(i + 1, i + 2);
+      if (!cjk.test(near)) continue;
+      const rest = node.splitText(i);
+      rest.splitText(1);
+      const span = document.createElement('span');
+      span.dataset.pePunct = String(out.length);
+      rest.replaceWith(span);
+      span.appendChild(rest);
+      // next to other CJK punctuation the browser trims half of it (text-spacing-trim, 标点挤压): not checked for width
+      out.push({char: text[i], text: text.slice(Math.max(0, i - 8), i + 8),
+                trimmed: /[\\u3000-\\u303f\\uff00-\\uffef\\u2018-\\u201d\\u2026\\u2014]/.test(near),
+                em: span.getBoundingClientRect().width / parseFloat(getComputedStyle(span).fontSize)});
+      break;
+    }
+  }
+  return out;
+}
+"""
+
+
+def check_cjk_punctuation(page, rel: str, report: Report, cdp) -> int:
+    """In Chinese text, “ ” — … are drawn by the served font and (but the dash) one em wide; on a Chinese page."""
+    samples = page.evaluate(_CJK_PUNCT_JS, [cjk_font.CJK_CLASS_JS, CJK_PUNCTUATION, 3])
+    if not samples:
+        return 0
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    for index, sample in enumerate(samples):
+        node_id = cdp.send("DOM.querySelector", {"nodeId": root, "selector": f'[data-pe-punct="{index}"]'})["nodeId"]
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node_id})["fonts"]
+        if not any(f.get("isCustomFont") and f["glyphCount"] for f in fonts):
+            used = ", ".join(f"{f['familyName']} ({f['glyphCount']})" for f in fonts)
+            report.fail(rel, f"Chinese punctuation {sample['char']!r} not drawn by the served font ({used}): "
+                             f"{sample['text']!r}")
+        elif sample["char"] != "\u2014" and not sample["trimmed"] and sample["em"] < 0.85:
+            report.fail(rel, f"Chinese punctuation {sample['char']!r} is {sample['em']:.2f} em wide, not full width: "
                              f"{sample['text']!r}")
     return len(samples)
 
@@ -978,6 +1173,9 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
             check_detector(page, base, report)
             check_reading_detector(page, base, report)
             progress(f"clipping detector self-test: {'ok' if not any('self-test' in p for p in report.problems) else 'FAILED'}")
+            current["page"] = "math-font self-test"
+            check_math_font_detector(page, base, report, cdp)
+            progress(f"math-font self-test: {'FAILED' if any('math-font self-test' in p for p in report.problems) else 'ok'}")
             for number, path in enumerate(pages, start=1):
                 rel = path.relative_to(site).as_posix()
                 current["page"] = rel
@@ -1015,6 +1213,8 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                 for problem in reading_problems(page, 1280, report):
                     report.fail(f"{rel} at 1280px", problem)
                 report.cjk_samples += check_cjk(page, rel, report, cdp)
+                report.math_glyphs += check_math_fonts(page, rel, report, cdp)
+                report.cjk_samples += check_cjk_punctuation(page, rel, report, cdp)
                 report.switch_labels += check_switch_label(page, rel, report, cdp)
                 progress(f"[{number:2d}/{len(pages)}] 1280px {rel}: {checked} blocks, "
                          f"{len(report.problems) - before} problem(s)")
@@ -1241,6 +1441,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     print(f"site test: {report.pages} pages, {report.blocks} blocks checked for clipping at 1280 and 390 px, "
           f"{report.cjk_samples} Chinese text samples checked for glyphs, "
+          f"{report.math_glyphs} formula glyphs checked for MathJax's fonts, "
           f"{launch_links} launch links, {report.switch_links} language-switch links followed, "
           f"{report.switch_labels} switch labels checked for glyphs, {len(report.blocked)} blocked "
           f"requests to other hosts, {len(report.problems)} problems, {elapsed:.0f} s; screenshots in {args.out}")
