@@ -25,8 +25,8 @@
 #   make lab-student-zh  JupyterLab on workbook-zh/ (made first if missing), as make lab-student
 #   make book-student-zh  the Chinese HTML book without solutions, into _build/student-zh/_build/html
 #   make pdf-zh   the Chinese edition as one PDF, _build/pdf/positional-encoding-corrected-zh.pdf (CJK font embedded)
-#   make mutation mutation testing (mutmut) of the five core modules in a temporary copy; slow (about 20 min on one
-#                 core), not part of `make test` or CI; see tests/MUTATION.md
+#   make mutation mutation testing (mutmut) of the five core modules and positions.py in a temporary copy; slow (about
+#                 an hour on one core of a busy machine), not part of `make test` or CI; see tests/MUTATION.md
 #   make clean    remove build outputs (make distclean also removes .venv)
 #   make install  create .venv and install the pins (every target that needs Python does this first)
 #   make install-triton  add Triton (requirements-triton.txt) for the fused RoPE kernel's tests; make test does it

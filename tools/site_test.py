@@ -96,6 +96,7 @@ class Report:
     switch_links: int = 0
     switch_labels: int = 0
     switch_unchecked: dict[str, int] = field(default_factory=dict)  # why a switch link could not be followed: count
+    reading: dict[str, int] = field(default_factory=dict)  # counts of the reading checks (reading_problems)
 
     def fail(self, page: str, message: str) -> None:
         self.problems.append(f"{page}: {message}")
@@ -856,6 +857,254 @@ def check_detector(page, origin: str, report: Report) -> None:
         report.fail("clipping self-test", f"the detector missed {missed} and wrongly reported {wrong}: {problems}")
 
 
+# ----------------------------------------------------------------------------------------------- reading (issue 39)
+
+# Every display equation as a reader meets it (run after clipping_problems, which opened every fold): its first
+# symbol lies inside the box that clips it when that box is scrolled to its start, and its last symbol inside it when
+# the box is scrolled to its end; a "more on this side" shadow at the start is only drawn where more is. The clipping
+# box is the nearest ancestor whose overflow is not visible (the page's column where there is none). A centred flex
+# item wider than its box overflows on both sides, a reversed one on the left (the theme's div.math is
+# `flex-direction: row-reverse`): the part past the start edge cannot be scrolled to, and scrollWidth does not count
+# it, so only the edges themselves tell.
+_EQUATION_EDGES_JS = """
+() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
+  if (!article) return {checked: 0, problems: ['no article element on the page']};
+  const aRect = article.getBoundingClientRect();
+  const aStyle = getComputedStyle(article);
+  const column = [aRect.left + parseFloat(aStyle.paddingLeft) + parseFloat(aStyle.borderLeftWidth),
+                  aRect.right - parseFloat(aStyle.paddingRight) - parseFloat(aStyle.borderRightWidth)];
+  const visible = (e) => e.getClientRects().length > 0 && e.checkVisibility({visibilityProperty: true});
+  const describe = (e) => {
+    const fixture = e.closest('[data-pe-fixture]');
+    return (fixture ? `[fixture ${fixture.dataset.peFixture}] ` : '') +
+      (e.textContent || '').replace(/\\s+/g, ' ').trim().slice(0, 70);
+  };
+  const clipBox = (e) => {
+    for (let a = e.parentElement; a && a !== document.body && a !== document.documentElement; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX !== 'visible') return a;
+    }
+    return null;
+  };
+  const inner = (box) => {
+    if (!box) return column;
+    const left = box.getBoundingClientRect().left + box.clientLeft;
+    return [left, left + box.clientWidth];
+  };
+  const problems = [];
+  let checked = 0;
+  for (const container of article.querySelectorAll('mjx-container[display="true"]')) {
+    const math = container.querySelector(':scope > mjx-math');
+    if (!math || !visible(container)) continue;
+    checked += 1;
+    const box = clipBox(container);
+    const saved = box ? box.scrollLeft : 0;
+    if (box) box.scrollLeft = 0;
+    const width = Math.round(math.getBoundingClientRect().width);
+    const [left0, right0] = inner(box);
+    const atStart = math.getBoundingClientRect();
+    const boxWidth = Math.round(right0 - left0);
+    if (atStart.left < left0 - 1) {
+      problems.push(`display equation cut off on the left: ${Math.round(left0 - atStart.left)} px of its ${width} px ` +
+                    `lie before the start of its ${boxWidth} px box, where scrolling cannot reach: ${describe(container)}`);
+    }
+    if (box && box.classList.contains('pe-more-left')) {
+      problems.push(`display equation's box shows a "more on the left" shadow at its start: ${describe(container)}`);
+    }
+    if (box && box.classList.contains('pe-more-right') && atStart.right <= right0 + 1) {
+      problems.push(`display equation's box shows a "more on the right" shadow with nothing more on the right: ` +
+                    describe(container));
+    }
+    if (box) box.scrollLeft = box.scrollWidth;
+    const [left1, right1] = inner(box);
+    const atEnd = math.getBoundingClientRect();
+    if (atEnd.right > right1 + 1) {
+      problems.push(`display equation cut off on the right: ${Math.round(atEnd.right - right1)} px of its ${width} px ` +
+                    `stay past the end of its ${boxWidth} px box when it is scrolled to the end: ${describe(container)}`);
+    }
+    if (box) box.scrollLeft = saved;
+  }
+  return {checked, problems};
+}
+"""
+
+# Every image of the article is a figure a reader can read without seeing it: it sits in a <figure> with a caption
+# (text besides the figure's number), and its alt text describes it: not empty, not a file name or path (myst-nb's
+# default alt is the image's path), not a word such as "png" or "figure", and a phrase (at least three words, or four
+# Chinese characters).
+_FIGURES_JS = """
+(cjk) => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
+  if (!article) return {checked: 0, problems: []};
+  const cjkRe = new RegExp(cjk, 'gu');
+  const visible = (e) => e.getClientRects().length > 0 && e.checkVisibility({visibilityProperty: true});
+  const name = (img) => {
+    const fixture = img.closest('[data-pe-fixture]');
+    return (fixture ? `[fixture ${fixture.dataset.peFixture}] ` : '') +
+      (img.getAttribute('src') || '').split('/').pop().slice(0, 24);
+  };
+  const why = (alt) => {
+    const text = (alt || '').trim();
+    if (!text) return 'no alt text';
+    if (/\\.(png|jpe?g|gif|svg|webp|pdf)$/i.test(text) || /^[^\\s]*[\\/\\\\][^\\s]*$/.test(text) || /[0-9a-f]{16}/i.test(text)) {
+      return `a file name for alt text (${JSON.stringify(text.slice(0, 50))})`;
+    }
+    if (/^(png|jpe?g|svg|gif|image|img|figure|fig|plot|chart|graph|picture|output|untitled)\\b/i.test(text) && text.split(/\\s+/).length < 3) {
+      return `a placeholder for alt text (${JSON.stringify(text)})`;
+    }
+    const words = text.split(/\\s+/).filter((w) => /[A-Za-z0-9]/.test(w)).length;
+    const han = (text.match(cjkRe) || []).length;
+    if (words < 3 && han < 4) return `alt text too short to describe anything (${JSON.stringify(text)})`;
+    return null;
+  };
+  const problems = [];
+  let checked = 0, bad = 0;
+  for (const img of article.querySelectorAll('img:not(.toggler)')) {  // .toggler: the module index's fold icons
+    if (!visible(img)) continue;
+    checked += 1;
+    const before = problems.length;
+    const figure = img.closest('figure');
+    const caption = figure ? figure.querySelector(':scope > figcaption') : null;
+    const captionText = caption ? (caption.querySelector('.caption-text') || caption).textContent.replace(/[¶#]/g, '').trim() : '';
+    if (!figure) problems.push(`figure without a caption (the image is not in a <figure>): ${name(img)}`);
+    else if (!captionText) problems.push(`figure without a caption (its <figcaption> is missing or empty): ${name(img)}`);
+    const reason = why(img.getAttribute('alt'));
+    if (reason) problems.push(`figure without a text alternative: ${reason}: ${name(img)}`);
+    if (problems.length > before) bad += 1;
+  }
+  return {checked, bad, problems};
+}
+"""
+
+# Text in math (\\text{model}) drawn with the page's font: MathJax measures it once and fixes the box's width; when
+# that measure is wrong (mtextInheritFont in MathJax 3.2 measured script-size text at full size), every d_\\text{model}
+# is followed by a gap. The box of each such text must be as wide as the text drawn in it, within 0.15 em.
+_TEXT_IN_MATH_JS = """
+() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
+  if (!article) return {checked: 0, gaps: []};
+  const gaps = [];
+  let checked = 0;
+  for (const box of article.querySelectorAll('mjx-utext')) {
+    if (!box.getClientRects().length || !box.textContent.trim()) continue;
+    checked += 1;
+    const range = document.createRange();
+    range.selectNodeContents(box);
+    const s = getComputedStyle(box);
+    const room = box.getBoundingClientRect().width - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+    const gap = room - range.getBoundingClientRect().width;
+    if (gap > 0.15 * parseFloat(s.fontSize) + 0.5) {
+      const fixture = box.closest('[data-pe-fixture]');
+      gaps.push({text: (fixture ? `[fixture ${fixture.dataset.peFixture}] ` : '') + box.textContent.trim().slice(0, 30),
+                 gap: Math.round(gap * 10) / 10});
+    }
+  }
+  return {checked, gaps};
+}
+"""
+
+
+def reading_problems(page, width: int, report: Report) -> list[str]:
+    """The reading checks of the current page (folds already opened by clipping_problems): every display equation's
+    edges at this width; at 1280 px also the figures' captions and text alternatives and the width of text in math.
+    Counts go to ``report``; the problems are returned."""
+    problems: list[str] = []
+    edges = page.evaluate(_EQUATION_EDGES_JS)
+    report.reading["equations"] = report.reading.get("equations", 0) + edges["checked"]
+    report.reading[f"equations cut at {width}px"] = (report.reading.get(f"equations cut at {width}px", 0)
+                                                     + sum("cut off" in p for p in edges["problems"]))
+    problems += edges["problems"]
+    if width >= 1000:
+        figures = page.evaluate(_FIGURES_JS, cjk_font.CJK_CLASS_JS)
+        report.reading["figures"] = report.reading.get("figures", 0) + figures["checked"]
+        report.reading["figures without caption or text alternative"] = (
+            report.reading.get("figures without caption or text alternative", 0)
+            + figures["bad"])
+        problems += figures["problems"]
+        text = page.evaluate(_TEXT_IN_MATH_JS)
+        report.reading["text boxes in math"] = report.reading.get("text boxes in math", 0) + text["checked"]
+        report.reading["text boxes in math with a gap"] = (report.reading.get("text boxes in math with a gap", 0)
+                                                           + len(text["gaps"]))
+        if text["gaps"]:
+            worst = max(g["gap"] for g in text["gaps"])
+            examples = sorted({g["text"] for g in text["gaps"]}, key=lambda t: (not t.startswith("[fixture"), t))[:5]
+            problems.append(f"{len(text['gaps'])} text(s) in math drawn in a box wider than the text (a gap after "
+                            f"each, up to {worst} px): {examples}")
+    return problems
+
+
+# Fixtures for the reading checks, added to a real page: each defect the checks exist for, and its correct form.
+_READING_FIXTURES_JS = """
+async () => {
+  const article = document.querySelector('article.bd-article');
+  const add = (html) => { const d = document.createElement('div'); d.innerHTML = html; article.appendChild(d); return d; };
+  const wide = '\\\\[ ' + Array.from({length: 40}, (_, i) => `a_{${i}} x^{${i}}`).join(' + ') + ' \\\\]';
+  // the defect of issue 39: a reversed flex box puts the overflow before the start edge
+  add(`<div class="math notranslate nohighlight" style="display: flex; flex-direction: row-reverse; overflow-x: auto" data-pe-fixture="equation-cut-left">${wide}</div>`);
+  add(`<div class="math notranslate nohighlight" style="display: block; overflow-x: auto" data-pe-fixture="equation-scrolls">${wide}</div>`);
+  const png = 'data:image/gif;base64,R0lGODlhAQABAAAAACw=';
+  add(`<div class="cell_output" data-pe-fixture="figure-bare"><img alt="../../_images/0123456789abcdef0123456789abcdef.png" src="${png}" width="40" height="20"></div>`);
+  add(`<figure data-pe-fixture="figure-alt-png"><img alt="png" src="${png}" width="40" height="20"><figcaption><p><span class="caption-text">A caption.</span></p></figcaption></figure>`);
+  add(`<figure data-pe-fixture="figure-empty-caption"><img alt="Four sine waves of rising frequency over positions 0 to 50." src="${png}" width="40" height="20"><figcaption><p><span class="caption-text"></span><a class="headerlink" href="#">¶</a></p></figcaption></figure>`);
+  add(`<figure data-pe-fixture="figure-ok"><img alt="Four sine waves of rising frequency over positions 0 to 50." src="${png}" width="40" height="20"><figcaption><p><span class="caption-number">Fig. 9 </span><span class="caption-text">The first four pairs of the encoding.</span></p></figcaption></figure>`);
+  add(`<p data-pe-fixture="text-gap">x <mjx-utext style="display: inline-block; width: 60px">model</mjx-utext> y</p>`);
+  add(`<p data-pe-fixture="text-ok">x <mjx-utext style="display: inline-block">model</mjx-utext> y</p>`);
+  await MathJax.typesetPromise([article]);
+  // as the site's style sheet has it: the div scrolls, not MathJax's container
+  article.querySelectorAll('[data-pe-fixture^="equation-"] mjx-container').forEach((c) => { c.style.overflow = 'visible'; });
+  if (window.peLayout) window.peLayout();
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+}
+"""
+READING_MUST_FIND = ("equation-cut-left", "figure-bare", "figure-alt-png", "figure-empty-caption", "text-gap")
+READING_MUST_PASS = ("equation-scrolls", "figure-ok", "text-ok")
+
+
+def check_reading_detector(page, origin: str, report: Report) -> None:
+    """A test of the reading checks, at the current width: every defective fixture is found, no correct one."""
+    page.goto(f"{origin}/book/intro.html", wait_until="load")
+    page.evaluate(_WAIT_FOR_MATHJAX_JS)
+    page.evaluate(_WAIT_FOR_LAYOUT_JS)
+    page.evaluate(_READING_FIXTURES_JS)
+    scratch = Report()
+    problems = reading_problems(page, 1280, scratch)
+    found = {name for name in READING_MUST_FIND + READING_MUST_PASS if any(f"[fixture {name}]" in p for p in problems)}
+    missed = [name for name in READING_MUST_FIND if name not in found]
+    wrong = [name for name in READING_MUST_PASS if name in found]
+    if missed or wrong:
+        report.fail("reading self-test", f"the reading checks missed {missed} and wrongly reported {wrong}: "
+                                         f"{[p for p in problems if '[fixture' in p]}")
+
+
+# Searches a reader makes (issue 39): an erratum's ID finds its catalogue entry and its callout first; a method's name
+# finds the chapter that teaches it before the API entries that implement it.
+# (query, the query in the Chinese edition, pages expected among the first N results, N)
+READING_SEARCHES = (
+    ("E001-10", "E001-10", ("reference/errata.html#e001-10", "sinusoidal.html#erratum-e001-10"), 2),
+    ("YaRN", "YaRN", ("part3/context_extension.html",), 1),
+    ("position interpolation", "位置插值", ("part3/context_extension.html",), 1),
+)
+
+
+def check_reading_search(page, origin: str, report: Report) -> None:
+    """Each query of READING_SEARCHES lists each expected page among its first N results, and no API entry first."""
+    page.goto(f"{origin}/search.html", wait_until="load")
+    chinese = page.evaluate("() => document.documentElement.lang").lower().startswith("zh")
+    for query_en, query_zh, expected, first in READING_SEARCHES:
+        query = query_zh if chinese else query_en
+        results = _search(page, origin, query, report)
+        if results is None:
+            continue
+        top = [r["href"] for r in results[:first]]
+        for want in expected:
+            if not any(want in href for href in top):
+                report.fail("search", f"{query!r}: {want} is not among the first {first} results: "
+                                      f"{[h.split('/', 3)[-1] for h in top]}")
+        if results and "reference/api.html" in results[0]["href"]:
+            report.fail("search", f"{query!r}: the first result is an API entry ({results[0]['title']!r}), not a chapter")
+        report.reading["searches"] = report.reading.get("searches", 0) + 1
+
+
 def _is_local(url: str, origin: str, site: Path | None = None) -> bool:
     """A request to the test server, to the built site on disk, or with no host at all."""
     if url.startswith(("data:", "blob:", "about:")):
@@ -922,6 +1171,7 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
 
             current["page"] = "clipping self-test"
             check_detector(page, base, report)
+            check_reading_detector(page, base, report)
             progress(f"clipping detector self-test: {'ok' if not any('self-test' in p for p in report.problems) else 'FAILED'}")
             current["page"] = "math-font self-test"
             check_math_font_detector(page, base, report, cdp)
@@ -960,6 +1210,8 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                 report.blocks += checked
                 for problem in clipped:
                     report.fail(f"{rel} at 1280px", problem)
+                for problem in reading_problems(page, 1280, report):
+                    report.fail(f"{rel} at 1280px", problem)
                 report.cjk_samples += check_cjk(page, rel, report, cdp)
                 report.math_glyphs += check_math_fonts(page, rel, report, cdp)
                 report.cjk_samples += check_cjk_punctuation(page, rel, report, cdp)
@@ -990,6 +1242,7 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
 
             current["page"] = f"search.html?q={search[0]}"
             check_search(page, base, out, report, search)
+            check_reading_search(page, base, report)
             progress("search: checked")
             current["page"] = "fold/unfold"
             check_folding(page, base, site, out, report, student)
@@ -1011,6 +1264,8 @@ def run_browser_checks(site: Path, out: Path, chromium: str, time_limit: float, 
                 checked, clipped = clipping_problems(page)
                 report.blocks += checked
                 for problem in clipped:
+                    report.fail(f"{rel} at 390px", problem)
+                for problem in reading_problems(page, 390, report):
                     report.fail(f"{rel} at 390px", problem)
                 for problem in page.evaluate(_BROKEN_TABLE_WORDS_JS):
                     report.fail(f"{rel} at 390px", problem)
@@ -1190,6 +1445,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{launch_links} launch links, {report.switch_links} language-switch links followed, "
           f"{report.switch_labels} switch labels checked for glyphs, {len(report.blocked)} blocked "
           f"requests to other hosts, {len(report.problems)} problems, {elapsed:.0f} s; screenshots in {args.out}")
+    if report.reading:
+        print("reading: " + ", ".join(f"{count} {what}" for what, count in report.reading.items()))
     for reason, count in report.switch_unchecked.items():
         print(f"  NOT CHECKED: {count} language-switch link(s) could not be followed: {reason}")
     for problem in report.problems:
