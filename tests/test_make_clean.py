@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: what is a record, not a build output: never deleted by make clean or make distclean
-COURSEWORK = ("grades", "workbook", "nbgrader", "submissions")
+COURSEWORK = ("grades", "workbook", "workbook-zh", "nbgrader", "submissions")
 BUILT = ("_build", "gradescope", ".pytest_cache", ".hypothesis")
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -74,13 +74,14 @@ def test_clean_coursework_lists_and_deletes_only_when_confirmed(checkout):
     asked = _make(checkout, "clean-coursework")
     assert asked.returncode != 0
     assert all((checkout / name / "file").exists() for name in COURSEWORK)  # nothing deleted
-    for line in ("grades/    the gradebook", "workbook/  the student notebooks", "nbgrader/  nbgrader's course",
+    for line in ("grades/    the gradebook", "workbook/  the student notebooks", "workbook-zh/  the Chinese student",
+                 "nbgrader/  nbgrader's course",
                  "CONFIRM=yes"):
         assert line in asked.stdout, asked.stdout
     assert "1 notebooks" in asked.stdout  # it says how much would go
     done = _make(checkout, "clean-coursework", "CONFIRM=yes")
     assert done.returncode == 0, done.stderr
-    assert not any((checkout / name).exists() for name in ("grades", "workbook", "nbgrader"))
+    assert not any((checkout / name).exists() for name in ("grades", "workbook", "workbook-zh", "nbgrader"))
     assert (checkout / "submissions" / "file").exists()  # the students' submissions are never make's to delete
     assert (checkout / "_build" / "file").exists()  # and it is not a clean of the build
     again = _make(checkout, "clean-coursework", "CONFIRM=yes")

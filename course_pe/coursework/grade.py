@@ -79,10 +79,22 @@ from .._validation import (
     check_str_sequence,
 )
 from ._cells import MAX_ANSWER_CELLS, Selection, select_cells, serialised_parsing
-from .exercises import EXERCISES, GRADING_SETUP, Case, CheckReport, Outcome, chapters, exercises_for_chapter, judge
+from .environment import missing_modules, unavailable_sentence
+from .exercises import (
+    CALL_TIMEOUT,
+    EXERCISES,
+    GRADING_SETUP,
+    Case,
+    CheckReport,
+    Outcome,
+    chapters,
+    exercises_for_chapter,
+    judge,
+    library_sentence,
+)
 from .gradebook import Gradebook
 from .names import derive_name, validate_name
-from .roster import Intake, intake, read_roster_table
+from .roster import Intake, hard_link_refusal, intake, read_roster_table
 from .sandbox import (
     Containment,
     Sandbox,
@@ -238,7 +250,9 @@ def _metadata_hint(data: bytes | None) -> str:
 
 
 def _open_regular(path: Path, dir_fd: int | None = None) -> bytes:
-    """The bytes of the regular file ``path``, without following a symbolic link (``ValueError`` with the reason)."""
+    """The bytes of the regular file ``path``, without following a symbolic link and refusing a hard link (another
+    name of the file may be anything on this machine, the book's solution notebook included) (``ValueError`` with
+    the reason). The grader reads the bytes once and grades them, not the file."""
     try:
         info = os.lstat(path, dir_fd=dir_fd)
     except FileNotFoundError:
@@ -249,6 +263,8 @@ def _open_regular(path: Path, dir_fd: int | None = None) -> bytes:
         raise ValueError("the submission is a symbolic link: refused (links are never followed)")
     if not stat.S_ISREG(info.st_mode):
         raise ValueError("this is not a regular file (a folder, a pipe or a device)")
+    if info.st_nlink > 1:
+        raise ValueError(hard_link_refusal(info.st_nlink))
     if info.st_size == 0:
         raise ValueError("the file is empty")
     if info.st_size > MAX_NOTEBOOK_BYTES:
@@ -261,6 +277,8 @@ def _open_regular(path: Path, dir_fd: int | None = None) -> bytes:
         opened = os.fstat(fh.fileno())
         if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
             raise ValueError("the file changed while it was opened")
+        if opened.st_nlink > 1:  # a link made between the look and the opening
+            raise ValueError(hard_link_refusal(opened.st_nlink))
         data = fh.read(MAX_NOTEBOOK_BYTES + 1)
     if len(data) > MAX_NOTEBOOK_BYTES:
         raise ValueError(f"the file has more than the {MAX_NOTEBOOK_BYTES} bytes accepted")
@@ -351,7 +369,9 @@ def _message(report: CheckReport) -> str:
     parts = [f"{which} {report.cases_run} of {report.cases_total}: {report.failed_case}" if report.cases_run else
              f"before any case ran: {report.failed_case}"]
     if report.library_called:
-        parts.append(f"called {', '.join(report.library_called)} (not available: implement it yourself)")
+        parts.append(library_sentence(report.library_called))
+    if report.unavailable:
+        parts.append(unavailable_sentence(report.unavailable))
     for key in ("error", "difference", "expected", "got", "mistake", "hint"):
         value = getattr(report, key)
         if value:
@@ -364,7 +384,9 @@ def _description(level: str) -> str:
     """The containment line of the reports for isolation ``level`` (on a machine that allows full isolation, the
     limited level is described as what it is, not as the machine's)."""
     where = containment()
-    return where.description if level == where.level else Containment(level, notes=where.notes).description
+    if level == where.level:
+        return where.description
+    return Containment(level, notes=where.notes, seccomp=where.seccomp).description
 
 
 def _explain(text: str, unresolved: list[str]) -> str:
@@ -470,7 +492,7 @@ def grade_cells(
     notebook: str = "",
     exercises: list[str] | None = None,
     cell_timeout: float = 60.0,
-    call_timeout: float = 60.0,
+    call_timeout: float = CALL_TIMEOUT,
     timeout: float = 300.0,
     seed: int | None = None,
     limits: SandboxLimits | None = None,
@@ -670,6 +692,9 @@ def grade_cells(
     def where(i: int) -> str:
         return f"cell {cell_numbers[i]}" if cell_numbers is not None else f"code cell {i}"
 
+    # a cell that imports what grading does not have (transformers, ...): every failed exercise says so, in the words
+    # of the notebook's check
+    lacking = sorted({m for error in cell_errors.values() for m in missing_modules(error)})
     for exercise in exercises:
         ex = EXERCISES[exercise]
         visible = sum(1 for c in cases[exercise] if not c.hidden)
@@ -678,7 +703,11 @@ def grade_cells(
         if result is None:
             report.exercises.append(ExerciseGrade(exercise, 0.0, 1.0, "not graded", not_graded[exercise], **counts))
         else:
-            message = _explain(_message(result), unresolved)
+            message = _message(result)
+            extra = [m for m in lacking if m not in result.unavailable]
+            if extra and not result.passed:
+                message += "; " + unavailable_sentence(extra)
+            message = _explain(message, unresolved)
             if not result.passed and result.cases_run == 0 and cell_errors:  # not defined: say what stopped it
                 why = f"why: {_crash_cause(ex.function, cells, cell_errors, first_lines, where)}"
                 message = message.replace("; hint: ", f"; {why}; hint: ", 1) if "; hint: " in message else \
@@ -687,6 +716,8 @@ def grade_cells(
                                                   _clean(message, 2000),
                                                   failed_hidden=result.hidden and not result.passed, **counts))
     report.cell_errors = [f"{where(i)} ({first_lines[i]!r}): {_explain(cell_errors[i], unresolved)}"
+                          + (f" ({unavailable_sentence(missing_modules(cell_errors[i]))})"
+                             if missing_modules(cell_errors[i]) else "")
                           for i in sorted(cell_errors)]
     report.seconds = time.monotonic() - start
     return report
@@ -721,7 +752,7 @@ def grade_notebook(
     exercises: list[str] | None = None,
     out: Path | None = None,
     cell_timeout: float = 60.0,
-    call_timeout: float = 60.0,
+    call_timeout: float = CALL_TIMEOUT,
     timeout: float = 300.0,
     seed: int | None = None,
     limits: SandboxLimits | None = None,
@@ -1207,7 +1238,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--isolation", choices=("full", "limited"),
                         help="'limited' allows grading without root (unsafe with hostile submissions)")
     parser.add_argument("--cell-timeout", type=float, default=60, help="seconds per answer cell")
-    parser.add_argument("--call-timeout", type=float, default=60, help="seconds per exercise (its calls only)")
+    parser.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT,
+                        help="seconds per exercise (its calls only)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds for a whole submission (wall clock)")
     parser.add_argument("--seed", type=int, help="seed of the hidden cases (default: a fresh secret per submission)")
     parser.add_argument("--due", help="the assignment's due date, ISO 8601 (2026-12-05T23:59, local time without an "
