@@ -34,6 +34,7 @@ HONEST = {
     "alibi_slopes": "bloom_float32_pow",
     "half_to_interleaved": "zeros_default_float32",
     "extrapolation_gap": "float32_as_python_float",
+    "t5_position_bias": "loops_float32_list",
 }
 #: per exercise, an answer every path must refuse
 REFUSED = {
@@ -50,6 +51,8 @@ REFUSED = {
     "half_to_interleaved": "def half_to_interleaved(x):\n    return cpe.half_to_interleaved(x)\n",
     "extrapolation_gap": "def extrapolation_gap(losses, length):\n"
                          "    return float(losses[length - 1:].nanmean() - losses[:length - 1].nanmean())\n",
+    "t5_position_bias": "def t5_position_bias(attn, layer, s):\n"
+                        "    return attn.t5(s, layer['k'].shape[2], query_offset=0)\n",
 }
 SEED = 20261128
 

@@ -525,6 +525,7 @@ def grader_requirements(requirements: Path) -> list[str]:
 
     pins = _pins(Path(check_path("requirements", requirements)))
     roots = [Requirement(r) for r in (metadata.requires("course_pe") or [])] + [Requirement(r) for r in EXTRA_ROOTS]
+    roots = [r for r in roots if r.marker is None or r.marker.evaluate({"extra": ""})]  # not an extra (fused: triton)
     needed: dict[str, str] = {}
     stack = list(roots)
     while stack:

@@ -169,10 +169,10 @@ _attn = cpe.MultiHeadAttention(8, 4, position="t5", causal=True).double()
 with torch.no_grad():
     _attn.t5.embedding.weight.copy_(torch.arange(32 * 4, dtype=torch.float64).reshape(32, 4))  # row b: 4b, ..., 4b + 3
 _zeros = torch.zeros(1, 4, 6, 2, dtype=torch.float64)
-_layer = {"k": _zeros.clone(), "v": _zeros.clone(), "keep": torch.ones(1, 6, dtype=torch.bool), "pos": torch.arange(6)[None]}
+_layer = dict(k=_zeros.clone(), v=_zeros.clone(), keep=torch.ones(1, 6, dtype=torch.bool), pos=torch.arange(6)[None])
 _got = torch.broadcast_to(torch.as_tensor(t5_position_bias(_attn, _layer, 1)).double(), (1, 4, 1, 6))
 _want = torch.tensor([[4.0 * b + h for b in (5, 4, 3, 2, 1, 0)] for h in range(4)], dtype=torch.float64)
-assert torch.equal(_got[0, :, 0], _want), f"the bias of head h against keys 0 ... 5 should be {_want.tolist()}, got {_got[0, :, 0].tolist()}"
+assert torch.allclose(_got[0, :, 0], _want, atol={tol}, rtol=0), f"the bias of head h against keys 0 ... 5 should be {{_want.tolist()}}, got {{_got[0, :, 0].tolist()}}"
 """,
     "extrapolation_gap": """\
 # Trained on length 2: positions 0 and 1 are inside (mean loss 1), positions 2 and 3 beyond (mean 3): the gap is 2.
