@@ -6,6 +6,7 @@ errata entry is tied by its evidence cell in the chapter it names. Claims about 
 book trains ...") cannot be tied and fail: name the chapter and tie the sentence to it.
 """
 
+import json
 import sys
 from pathlib import Path
 
@@ -39,6 +40,15 @@ def test_every_cross_document_glue_role_resolves():
     assert not cc.broken_glue_roles(), "\n".join(cc.broken_glue_roles())
 
 
+def test_a_broken_cross_document_role_is_reported(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("A {glue:text}`../part3/extrapolation.ipynb::n_seeds` and {glue:text}`nowhere.ipynb::x:d`.\n"
+                    "Fine: {glue:text}`/book/part3/extrapolation.ipynb::n_seeds:d` (a path from the book's root).\n")
+    problems = cc.broken_glue_roles([page])
+    assert len(problems) == 2, problems
+    assert "needs a format" in problems[0] and "no notebook of the TOC" in problems[1]
+
+
 # ---------------------------------------------------------------- the detector: the review's cases and near misses
 
 R1 = ("No chapter of this book trains a model with T5's bias, so no result depends on either choice; a reader "
@@ -66,6 +76,29 @@ def test_a_glued_value_of_the_chapter_described_ties_a_claim():
     assert not claim("Part III trains this model ({glue:text}`../part1/learned.ipynb::gap_t5`).").tied
     # nor a value of the page itself
     assert not claim("Part III trains this model ({glue:text}`t5_sat_bi`).").tied
+
+
+def test_a_claim_that_another_chapter_asserts_needs_a_value_from_an_asserting_cell(tmp_path):
+    record = {"output_type": "display_data", "data": {cc.GLUE_RECORD: "1.5", "text/plain": "1.5"},
+              "metadata": {"scrapbook": {"name": None, "mime_prefix": "application/papermill.record/"}}}
+
+    def cell(source, name):
+        output = {**record, "metadata": {"scrapbook": {**record["metadata"]["scrapbook"], "name": name}}}
+        return {"cell_type": "code", "metadata": {}, "execution_count": 1, "outputs": [output], "source": source}
+
+    nb = {"cells": [cell("x = 1.5\nglue('plain', x)", "plain"), cell("assert x > 1\nglue('checked', x)", "checked")],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "chapter.ipynb"
+    path.write_text(json.dumps(nb))
+    assert cc.asserted_glue(path) == {"checked"} and set(cc.glue_records(path)) == {"plain", "checked"}
+    sentence = cc.Sentence(RELATIVE, 0, "Part III asserts it.")
+    base = dict(sentence=sentence, refers_to={path}, book_wide=False, verbs=["asserts"], tied_to={path})
+    assert not cc.Claim(**base, says_asserted=True, asserted_tie=False).tied
+    assert cc.Claim(**base, says_asserted=True, asserted_tie=True).tied
+    assert cc.Claim(**base, says_asserted=False, asserted_tie=False).tied
+    # on the book: Part III's gap_t5 comes from its results cell, which asserts the ordering
+    assert "gap_t5" in cc.asserted_glue(ROOT / "book" / "part3" / "extrapolation.ipynb")
+    assert claim("Part III asserts it ({glue:text}`../part3/extrapolation.ipynb::gap_t5:+.3f`).").tied
 
 
 def test_a_claim_about_the_whole_book_cannot_be_tied():

@@ -130,6 +130,23 @@ def glue_records(path: Path) -> dict[str, str]:
     return out
 
 
+@lru_cache(maxsize=None)
+def asserted_glue(path: Path) -> frozenset[str]:
+    """The glue records of a notebook that come from a cell with an ``assert`` statement."""
+    if path.suffix != ".ipynb" or not path.is_file():
+        return frozenset()
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    out = set()
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code" or not re.search(r"^\s*assert\b", "".join(cell["source"]), re.M):
+            continue
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is not None:
+                out.add(name)
+    return frozenset(out)
+
+
 def _chapter_names() -> dict[str, Path]:
     """Names by which prose calls a chapter ("the sinusoidal chapter", "the worked-example chapter")."""
     names: dict[str, Path] = {}
@@ -330,17 +347,21 @@ class Claim:
     verbs: list[str]
     ties: list[str] = field(default_factory=list)  # the ties found, as text
     tied_to: set[Path] = field(default_factory=set)
+    says_asserted: bool = False  # the sentence says the other chapter asserts something
+    asserted_tie: bool = False  # one of its glued values comes from a cell that asserts
 
     @property
     def tied(self) -> bool:
-        return bool(self.tied_to & self.refers_to) and not self.book_wide
+        """Tied into a chapter it speaks about; a sentence that says "asserts" needs a value from an asserting cell."""
+        return (bool(self.tied_to & self.refers_to) and not self.book_wide
+                and (self.asserted_tie or not self.says_asserted))
 
     def describe(self) -> str:
-        about = sorted(p.relative_to(ROOT).as_posix() for p in self.refers_to)
+        about = sorted(_show(p) for p in self.refers_to)
         if self.book_wide:
             about.append("the whole book")
         where = (f"book/reference/errata.yml {self.sentence.erratum}" if self.sentence.erratum else
-                 f"{self.sentence.page.relative_to(ROOT).as_posix()} cell {self.sentence.cell}")
+                 f"{_show(self.sentence.page)} cell {self.sentence.cell}")
         return (f"{where}: "
                 f"{self.sentence.text!r}\n    speaks about {', '.join(about)} (verbs: {', '.join(self.verbs)}); "
                 f"ties: {', '.join(self.ties) or 'none'}")
@@ -406,10 +427,12 @@ def analyse(sentence: Sentence) -> Claim | None:
             else:
                 refers |= set(order[max(i - 1, 0):i] if word in ("previous", "preceding", "last") else order[:i])
     book_wide = bool(_BOOK_WIDE.search(bare))
+    asserted_tie = False
     for role, path, key, _ in cross_glue_roles(text, sentence.page):
         if path is not None and key in glue_records(path):
             ties.append(role)
             tied_to.add(path.resolve())
+            asserted_tie = asserted_tie or key in asserted_glue(path)
     if sentence.erratum:  # an entry's claim about a chapter is tied by the entry's evidence cell in that chapter
         for path in refers:
             if f"erratum-{sentence.erratum.lower()}" in evidence_tags(path):
@@ -419,7 +442,8 @@ def analyse(sentence: Sentence) -> Claim | None:
     verbs = CLAIM_VERBS.findall(bare)
     if not verbs or not (refers or book_wide):
         return None
-    return Claim(sentence, refers, book_wide, verbs, ties, tied_to)
+    says_asserted = bool(re.search(r"\bassert(?:s|ed|ion|ions)?\b", bare, re.I))
+    return Claim(sentence, refers, book_wide, verbs, ties, tied_to, says_asserted, asserted_tie)
 
 
 def claims(paths: list[Path] | None = None) -> list[Claim]:
@@ -436,6 +460,11 @@ def claims(paths: list[Path] | None = None) -> list[Claim]:
     return out
 
 
+def _show(path: Path) -> str:
+    path = path.resolve()
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+
+
 def broken_glue_roles(paths: list[Path] | None = None) -> list[str]:
     """Every cross-document glue role that does not resolve to a stored record of a TOC notebook, or whose format
     spec cannot format the stored value (as myst-nb formats it)."""
@@ -446,11 +475,14 @@ def broken_glue_roles(paths: list[Path] | None = None) -> list[str]:
     for path in paths or [p.path for p in pages()]:
         for cell, text in markdown_cells(path):
             for role, target, key, fmt in cross_glue_roles(text, path):
-                where = f"{path.relative_to(ROOT).as_posix()} cell {cell}: {role}"
-                if target is None or target.resolve() not in toc:
+                where = f"{_show(path)} cell {cell}: {role}"
+                if role.startswith("{glue:text}") and not fmt:
+                    # myst-nb 1.4 splits "path::key" at the last ':' when there is no format: the role pastes nothing
+                    problems.append(f"{where}: a cross-document text role needs a format (':d', ':s', ':.2f', ...)")
+                elif target is None or target.resolve() not in toc:
                     problems.append(f"{where}: no notebook of the TOC at that path")
                 elif key not in glue_records(target):
-                    problems.append(f"{where}: {target.relative_to(ROOT).as_posix()} stores no glue record {key!r}")
+                    problems.append(f"{where}: {_show(target)} stores no glue record {key!r}")
                 elif fmt:
                     try:
                         format_plain_text(glue_records(target)[key], fmt)
