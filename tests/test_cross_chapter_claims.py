@@ -145,3 +145,21 @@ def test_an_errata_entry_is_tied_by_its_evidence_cell_in_the_chapter_it_names():
                  "E001-04").tied
     assert not claim("Sinusoidal models degrade beyond the training length (the experiment in Part III).", errata,
                      "E002-02").tied
+    # a withdrawn entry has no evidence cell: a number glued in the chapter it names ties it, as printed there
+    gap = float(cc.glue_records(ROOT / "book" / "part3" / "extrapolation.ipynb")["gap_rope"])
+    assert claim(f"In Part III RoPE degrades by {gap:+.2f} nats.", errata, "E002-02").tied
+    assert not claim("In Part III RoPE degrades by +99.99 nats.", errata, "E002-02").tied  # no such value there
+
+
+def test_the_workbook_pastes_a_value_glued_in_another_chapter():
+    """JupyterLab renders no glue role, so the workbook writes the number itself, from the chapter that stores it."""
+    import nbformat
+
+    from course_pe.coursework.workbook import make_student_notebook
+
+    nb = nbformat.read(RELATIVE, as_version=4)
+    gap_t5 = float(cc.glue_records(ROOT / "book" / "part3" / "extrapolation.ipynb")["gap_t5"])
+    expected = f"its gap beyond the\ntraining length, {gap_t5:+.2f} nats"
+    for source in (RELATIVE, None):  # next to the notebook's path, or found under book/ without it
+        text = "\n".join(c.source for c in make_student_notebook(nb, source=source).cells if c.cell_type == "markdown")
+        assert "{glue" not in text and expected in text

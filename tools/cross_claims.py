@@ -284,7 +284,7 @@ def page_sentences(path: Path) -> list[Sentence]:
 
 ERRATA_YAML = ROOT / "book" / "reference" / "errata.yml"
 ERRATA_PAGE = ROOT / "book" / "reference" / "errata.ipynb"
-ERRATA_PROSE_FIELDS = ("wrong", "correction", "withdrawn", "previously")
+ERRATA_PROSE_FIELDS = ("wrong", "correction", "withdrawn")  # not "previously": shown as what a withdrawn entry used to say
 
 
 def errata_sentences() -> list[Sentence]:
@@ -380,41 +380,46 @@ def cross_glue_roles(text: str, page: Path) -> list[tuple[str, Path | None, str,
     return out
 
 
-def analyse(sentence: Sentence) -> Claim | None:
-    """The cross-chapter claim a sentence makes, or None if it makes none."""
-    page = sentence.page.resolve()
-    own = next((p for p in pages() if p.path.resolve() == page), None)
-    own_part = part_name(own) if own else ""
-    text = sentence.text
+_NUMBER = re.compile(r"(?<![\w.])[+-]?\d+\.\d+(?![\w.])")
+
+
+def clauses(text: str) -> list[str]:
+    """A sentence cut at ';' and at ': ' (outside roles, inline code and inline math): a reference and a verb of
+    evidence make a claim only within one clause ("(the chain of {ref}`ch-x`): ... (tested here)" makes none)."""
+    protected: list[str] = []
+
+    def keep(m: re.Match) -> str:
+        protected.append(m.group(0))
+        return f"\x00{len(protected) - 1}\x00"
+
+    masked = _PROTECT.sub(keep, text)
+    return [re.sub(r"\x00(\d+)\x00", lambda m: protected[int(m.group(1))], part)
+            for part in re.split(r";|:\s", masked) if part.strip()]
+
+
+def _references(clause: str, page: Path, own_part: str) -> tuple[set[Path], set[Path], list[str], bool, list[str]]:
+    """(chapters it refers to, chapters a prf:ref ties, those ties, whether it speaks for the whole book, its verbs)."""
     refers: set[Path] = set()
-    ties: list[str] = []
     tied_to: set[Path] = set()
+    ties: list[str] = []
     known = labels()
-    for kind, content in _ROLE.findall(text):
+    for kind, content in _ROLE.findall(clause):
         target = _role_target(content)
-        if kind == "doc":
-            path = _resolve_doc(sentence.page, target)
-        else:
-            path = known.get(target, (None, ""))[0]
+        path = _resolve_doc(page, target) if kind == "doc" else known.get(target, (None, ""))[0]
         if path is None or path.resolve() == page:
             continue
         refers.add(path.resolve())
         if kind == "prf:ref" and known.get(target, (None, ""))[1] in PROVED_KINDS:
             ties.append(f"{{prf:ref}}`{target}`")
             tied_to.add(path.resolve())
-    bare = _GLUE.sub(" ", _ROLE.sub(" ", text))
-    bare = re.sub(r"`[^`]*`", " ", bare)
+    bare = re.sub(r"`[^`]*`", " ", _GLUE.sub(" ", _ROLE.sub(" ", clause)))
     for m in _PART.finditer(bare):
         name = m.group(0) if m.group(0) == "Foundations" else f"Part {m.group(1)}"
-        if name == own_part:
-            continue
-        refers |= {p.path.resolve() for p in pages() if part_name(p) == name}
+        if name != own_part:
+            refers |= {p.path.resolve() for p in pages() if part_name(p) == name}
     names = _chapter_names()
     for m in _NAMED_CHAPTER.finditer(bare):
         name = m.group(1).lower().strip()
-        name = re.sub(r"^(?:rope|relative|absolute) (?=\w+$)", lambda x: x.group(0), name)
-        if name in ("this", "same", "whole"):
-            continue
         if name in names and names[name].resolve() != page:
             refers.add(names[name].resolve())
     order = [p.path.resolve() for p in pages()]
@@ -426,22 +431,55 @@ def analyse(sentence: Sentence) -> Claim | None:
                 refers |= set(order[i + 1:i + 2] if word != "later" else order[i + 1:])
             else:
                 refers |= set(order[max(i - 1, 0):i] if word in ("previous", "preceding", "last") else order[:i])
-    book_wide = bool(_BOOK_WIDE.search(bare))
+    return refers, tied_to, ties, bool(_BOOK_WIDE.search(bare)), CLAIM_VERBS.findall(bare)
+
+
+def analyse(sentence: Sentence) -> Claim | None:
+    """The cross-chapter claim a sentence makes, or None if it makes none.
+
+    A clause that refers to another chapter (or to the whole book) and has a verb of evidence makes the sentence a
+    claim; the ties are looked for in the whole sentence."""
+    page = sentence.page.resolve()
+    own = next((p for p in pages() if p.path.resolve() == page), None)
+    own_part = part_name(own) if own else ""
+    refers: set[Path] = set()
+    ties: list[str] = []
+    tied_to: set[Path] = set()
+    verbs: list[str] = []
+    book_wide = False
+    for clause in clauses(sentence.text):
+        clause_refers, clause_tied, clause_ties, clause_book, clause_verbs = _references(clause, page, own_part)
+        tied_to |= clause_tied
+        ties += clause_ties
+        clause_refers = {p for p in clause_refers if p.suffix == ".ipynb"}  # a page without code shows nothing
+        if clause_verbs and (clause_refers or clause_book):
+            refers |= clause_refers
+            book_wide = book_wide or clause_book
+            verbs += clause_verbs
+    if not verbs:
+        return None
     asserted_tie = False
-    for role, path, key, _ in cross_glue_roles(text, sentence.page):
+    for role, path, key, _ in cross_glue_roles(sentence.text, sentence.page):
         if path is not None and key in glue_records(path):
             ties.append(role)
             tied_to.add(path.resolve())
             asserted_tie = asserted_tie or key in asserted_glue(path)
-    if sentence.erratum:  # an entry's claim about a chapter is tied by the entry's evidence cell in that chapter
+    if sentence.erratum:  # errata.yml is rendered from code, where no glue role works
         for path in refers:
-            if f"erratum-{sentence.erratum.lower()}" in evidence_tags(path):
+            if f"erratum-{sentence.erratum.lower()}" in evidence_tags(path):  # the entry's evidence cell there
                 ties.append(f"evidence cell erratum-{sentence.erratum.lower()}")
                 tied_to.add(path)
-    refers = {p for p in refers if p.suffix == ".ipynb"}  # a page without code (notation, intro) shows nothing
-    verbs = CLAIM_VERBS.findall(bare)
-    if not verbs or not (refers or book_wide):
-        return None
+            for number in _NUMBER.findall(sentence.text):  # or a number that is a value glued there, as printed
+                decimals = len(number.split(".")[1])
+                for key, value in glue_records(path).items():
+                    try:
+                        if f"{float(value):+.{decimals}f}".lstrip("+") == number.lstrip("+"):
+                            ties.append(f"{number} = {_show(path)}::{key}")
+                            tied_to.add(path)
+                            break
+                    except ValueError:
+                        continue
+    bare = re.sub(r"`[^`]*`", " ", _GLUE.sub(" ", _ROLE.sub(" ", sentence.text)))
     says_asserted = bool(re.search(r"\bassert(?:s|ed|ion|ions)?\b", bare, re.I))
     return Claim(sentence, refers, book_wide, verbs, ties, tied_to, says_asserted, asserted_tie)
 
