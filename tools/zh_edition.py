@@ -356,6 +356,7 @@ def document_texts(doc: str, zh: bool) -> list[str]:
         texts = [source(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
         texts += [source_text(o["data"]["text/markdown"]) for c in nb["cells"] if c["cell_type"] == "code"
                   for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})]
+        texts += [caption for c in nb["cells"] if (caption := figure_caption(c))]
     if doc == toc_docs()[0]:
         texts += toc_captions(yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8")))
     return texts
@@ -363,6 +364,14 @@ def document_texts(doc: str, zh: bool) -> list[str]:
 
 def source(cell: dict) -> str:
     return source_text(cell["source"])
+
+
+def figure_caption(cell: dict) -> str:
+    """The caption a code cell gives its figure (``metadata.mystnb.figure.caption``, rendered by myst-nb), or ""."""
+    if cell.get("cell_type") != "code":
+        return ""
+    caption = cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption", "")
+    return caption if isinstance(caption, str) else ""
 
 
 def source_text(value) -> str:
@@ -751,6 +760,10 @@ def translate_notebook(nb: dict, translations: dict[str, str]) -> tuple[dict, se
                     text, used = translate_text(source_text(data["text/markdown"]), translations)
                     data["text/markdown"] = text
                     placed |= used
+            if figure_caption(cell):  # a figure's caption (cell metadata), which Sphinx's gettext extracts too
+                text, used = translate_text(figure_caption(cell), translations)
+                cell["metadata"]["mystnb"]["figure"]["caption"] = text
+                placed |= used
     nb.setdefault("metadata", {})["language"] = LANGUAGE  # informative: the notebook's prose is Chinese
     return nb, placed
 
