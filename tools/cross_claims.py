@@ -18,19 +18,24 @@ checked by nothing: the chapter it describes can change, or never said it. The r
 
 A sentence *refers to another chapter* when it links one ({ref}, {numref}, {doc}, or {prf:ref} to a label defined
 there), names a part of the book that does not contain the page ("Part III"), names a chapter ("the sinusoidal
-chapter", "the next chapter"), or speaks for the whole book ("no chapter", "this book"). It *states what the chapter
-shows or trains* when it also has a verb of evidence (trains, measures, finds, shows, compares, counts, tests, checks,
-proves, reports, degrades, ...). Navigation ("{ref}`ch-x` treats ...", "see Part III") needs no tie. A claim about the
-whole book ("no chapter trains ...") can be tied to no single chapter: say which chapter, and tie it.
+chapter", "the next chapter"), or speaks for the whole book ("no chapter", "the rest of the course", "this book does
+not ..."). It *states what the chapter shows or trains* when the same clause (a sentence cut at ';' and ': ') also has a
+verb of evidence (trains, measures, finds, shows, compares, counts, tests, checks, proves, reports, degrades, ...).
+Navigation ("{ref}`ch-x` treats ...", "see Part III") needs no tie. A claim about the whole book ("no chapter trains
+...") can be tied to no single chapter: say which chapter, and tie it. A sentence that says the other chapter
+*asserts* something needs a value glued by a cell with an ``assert``.
+
+The errata entries (book/reference/errata.yml) are prose of the errata chapter, rendered by code where no glue role
+works: an entry's claim about a chapter is tied by the entry's evidence cell there (tag ``erratum-eXXX-yy``) or by a
+number that is, as printed, a value glued there.
 
 Detection is lexical and errs on the side of asking: a sentence it flags is either tied or reworded so that it states
-no result of another chapter. ``tests/test_cross_chapter_claims.py`` runs it over every TOC page.
+no result of another chapter. ``tests/test_cross_chapter_claims.py`` runs it over every TOC page and errata.yml.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import re
 import sys
@@ -527,13 +532,6 @@ def broken_glue_roles(paths: list[Path] | None = None) -> list[str]:
                     except Exception as exc:  # myst-nb would warn and paste nothing
                         problems.append(f"{where}: format {fmt!r} fails on {glue_records(target)[key]!r}: {exc}")
     return problems
-
-
-def _literal(text: str):
-    try:
-        return ast.literal_eval(text)
-    except (SyntaxError, ValueError):
-        return text
 
 
 def main(argv: list[str] | None = None) -> int:
