@@ -377,14 +377,23 @@ def _png(fig: plt.Figure) -> bytes:
     return buffer.getvalue()
 
 
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
 class BilingualFigure:
     """A figure drawn in English and in Chinese (``bilingual_figure``). Displayed, it is the English PNG with the
     figure's usual text form, and the Chinese PNG in the output's metadata (absent where no font draws Chinese)."""
 
     def __init__(self, english: bytes, chinese: bytes | None, text: str) -> None:
+        for name, value in (("english", english), ("chinese", chinese)):
+            if value is None and name == "chinese":
+                continue
+            if not isinstance(value, bytes) or not value.startswith(_PNG_SIGNATURE):
+                raise TypeError(f"{name} must be the bytes of a PNG image, got {type(value).__name__}"
+                                + (" that is not a PNG" if isinstance(value, bytes) else ""))
         self.english = english
         self.chinese = chinese
-        self.text = text
+        self.text = check_str("text", text)
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
         data = {"image/png": base64.b64encode(self.english).decode("ascii"), "text/plain": self.text}
