@@ -270,6 +270,20 @@ LABELS_ZH: dict[str, str] = {
     r"Binary digits of $p$": r"$p$ 的各个二进制位",
     r"bit $j$ (period $2^{{j+1}}$)": r"第 $j$ 位（周期 $2^{{j+1}}$）",
     r"Sinusoidal table, $d_{{\mathrm{{model}}}} = {d}$": r"正弦位置编码表，$d_{{\mathrm{{model}}}} = {d}$",
+    # book/part2/relative.ipynb
+    "bidirectional (32 buckets)": "双向（32 个桶）",
+    "causal (32 buckets)": "因果（32 个桶）",
+    r"last bucket from $|n - m| = {d}$ (bidirectional)": r"从 $|n - m| = {d}$ 起为最后一个桶（双向）",
+    r"last bucket from $n - m = -{d}$ (causal)": r"从 $n - m = -{d}$ 起为最后一个桶（因果）",
+    "T5 relative-position buckets (max_distance = 128)": "T5 的相对位置桶（max_distance = 128）",
+    r"offset $n - m$ (key $-$ query)": r"偏移量 $n - m$（键 $-$ 查询）",
+    "bucket id": "桶编号",
+    "bias against distance": "偏置随距离的变化",
+    r"distance $m - n$": r"距离 $m - n$",
+    r"bias $-\mu_h (m - n)$": r"偏置 $-\mu_h (m - n)$",
+    "weights, equal content, {n} keys": "权重：内容相同，{n} 个键",
+    "attention weight": "注意力权重",
+    "ALiBi, {h} heads: the last query of a {n}-token window": "ALiBi，{h} 个头：{n} 个词元窗口中的最后一个查询",
 }
 
 LANGUAGES = ("en", "zh_CN")
