@@ -284,6 +284,22 @@ LABELS_ZH: dict[str, str] = {
     "weights, equal content, {n} keys": "权重：内容相同，{n} 个键",
     "attention weight": "注意力权重",
     "ALiBi, {h} heads: the last query of a {n}-token window": "ALiBi，{h} 个头：{n} 个词元窗口中的最后一个查询",
+    # book/part2/rope_first_principles.ipynb
+    r"pair {i}: $\theta_{i} = {theta:.3g}$": r"第 {i} 对：$\theta_{i} = {theta:.3g}$",
+    ("One query's hands (each pair scaled to length 1) at positions 0 (dark) to 6 (light)\n"
+     r"$d = 16$, base 10000; pair $i$ turns by $\theta_i$ radians per position"):
+        ("一个查询的时钟指针（每对缩放到长度 1），位置 0（深色）到 6（浅色）\n"
+         r"$d = 16$，基数 10000；第 $i$ 对每个位置转 $\theta_i$ 弧度"),
+    r"base $10^4$ (RoFormer, LLaMA 1-2)": r"基数 $10^4$（RoFormer、LLaMA 1-2）",
+    r"base $5 \cdot 10^5$ (Llama 3)": r"基数 $5 \cdot 10^5$（Llama 3）",
+    r"base $10^8$ ($10^4$ with a doubled exponent)": r"基数 $10^8$（$10^4$ 的指数加倍）",
+    "{ctx} context ({n})": "{ctx} 上下文（{n}）",
+    r"RoPE wavelengths $\lambda_i = 2\pi b^{{2i/d}}$, $d = {d}$": r"RoPE 波长 $\lambda_i = 2\pi b^{{2i/d}}$，$d = {d}$",
+    "pair index $i$": "维度对下标 $i$",
+    "positions per full turn": "转满一圈所需的位置数",
+    r"RoPE score of one random $(q, k)$, $d = 64$, against offset $m - n$":
+        r"一个随机 $(q, k)$ 的 RoPE 分数随偏移量 $m - n$ 的变化，$d = 64$",
+    r"offset $m - n$ (positions)": r"偏移量 $m - n$（位置）",
 }
 
 LANGUAGES = ("en", "zh_CN")
