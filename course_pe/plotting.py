@@ -300,6 +300,16 @@ LABELS_ZH: dict[str, str] = {
     r"RoPE score of one random $(q, k)$, $d = 64$, against offset $m - n$":
         r"一个随机 $(q, k)$ 的 RoPE 分数随偏移量 $m - n$ 的变化，$d = 64$",
     r"offset $m - n$ (positions)": r"偏移量 $m - n$（位置）",
+    # book/part2/rope_proof.ipynb
+    "base {b}": "基数 {b}",
+    r"RoPE long-term decay bound, $d = 128$ (RoFormer Fig. 2: base $10^4$)":
+        r"RoPE 的远程衰减上界，$d = 128$（RoFormer 图 2：基数 $10^4$）",
+    "relative distance": "相对距离",
+    "proved range of the long-run mean, base $10^4$ ({lower:.1f}-{upper:.1f})":
+        "基数 $10^4$ 下已证明的长期均值范围（{lower:.1f} 至 {upper:.1f}）",
+    "random phases ({value:.2f})": "随机相位（{value:.2f}）",
+    r"The decay bound far out, $d = 128$": r"远距离处的衰减上界，$d = 128$",
+    "relative distance (log scale)": "相对距离（对数坐标）",
 }
 
 LANGUAGES = ("en", "zh_CN")
