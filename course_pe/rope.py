@@ -239,9 +239,9 @@ def _check_positions(x: torch.Tensor, positions: object) -> torch.Tensor:
         )
     check_tensor("positions", positions, "position", finite=False)
     _check_dense("positions", positions)
-    _check_same_device("positions", positions, x)
     _check_finite("positions", positions)
     _check_position_values("positions", positions)
+    _check_same_device("positions", positions, x)
     if positions.dim() == 1:
         if positions.shape[0] != seq:
             raise ValueError(
@@ -720,9 +720,9 @@ def apply_rope(
     table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     if inv_freq is not None:
         check_tensor("inv_freq", inv_freq, "floating", finite=False)
-        _check_same_device("inv_freq", inv_freq, x)
         if not x.is_meta:  # a real x is rotated by real angles (a meta x gives a meta result from any frequencies)
             require_values("inv_freq", inv_freq)
+        _check_same_device("inv_freq", inv_freq, x)
         _check_finite("inv_freq", inv_freq)
         if inv_freq.shape != (rotary_dim // 2,):
             raise ValueError(f"inv_freq must have shape ({rotary_dim // 2},), got {tuple(inv_freq.shape)}")
@@ -831,15 +831,21 @@ def permute_qk_weights(
     num_heads: int,
     *,
     to: RopeLayout = "half",
+    rotary_dim: int | None = None,
 ) -> torch.Tensor:
     """Permute the output rows of a query or key projection so that a model trained with one RoPE
     layout gives identical attention scores with the other.
 
     ``weight`` is a floating ``nn.Linear`` weight ``(num_heads * head_dim, in_features)`` or a bias
-    ``(num_heads * head_dim,)`` (other ranks are refused: only the first axis holds heads); heads are contiguous blocks of rows (the usual
-    ``view(batch, seq, heads, head_dim)`` split). Within each head the rows are reordered by
-    :func:`layout_permutation`. Apply it to *both* the query and the key projection (values and the
-    output projection are untouched).
+    ``(num_heads * head_dim,)`` (other ranks are refused: only the first axis holds heads); heads are contiguous
+    blocks of rows (the usual ``view(batch, seq, heads, head_dim)`` split). Within each head the rows are reordered by
+    :func:`layout_permutation`. Apply it to *both* the query and the key projection (and their biases, if any; values
+    and the output projection are untouched). With grouped-query attention pass each projection's own number of heads
+    (the key projection's key-value heads).
+
+    ``rotary_dim`` (partial rotary, e.g. GPT-J's 64 of 256 dimensions): only the first ``rotary_dim`` rows of each
+    head are rotated, so only they are permuted, by ``layout_permutation(rotary_dim)``; the others keep their place.
+    Default: all of ``head_dim``.
 
     Why it works: if ``P`` permutes dimensions so that ``rope_half(P v) = P rope_interleaved(v)`` for
     every ``v``, then ``<rope_half(P q), rope_half(P k)> = <P rope_i(q), P rope_i(k)> = <rope_i(q), rope_i(k)>``.
@@ -851,8 +857,14 @@ def permute_qk_weights(
     if rows % num_heads:
         raise ValueError(f"weight has {rows} rows, not divisible by num_heads={num_heads}")
     head_dim = rows // num_heads
-    check_even("head_dim (rows of weight per head)", head_dim)
-    perm = layout_permutation(head_dim, to=to).to(weight.device)
+    if rotary_dim is None:
+        rotary_dim = check_even(f"head_dim (rows of weight per head: {rows} rows / num_heads={num_heads})", head_dim)
+    else:
+        rotary_dim = check_even("rotary_dim", rotary_dim)
+        if rotary_dim > head_dim:
+            raise ValueError(f"rotary_dim ({rotary_dim}) exceeds head_dim ({head_dim} = {rows} rows / {num_heads} "
+                             "heads)")
+    perm = torch.cat([layout_permutation(rotary_dim, to=to), torch.arange(rotary_dim, head_dim)]).to(weight.device)
     w = weight.reshape(num_heads, head_dim, *weight.shape[1:])
     return w[:, perm].reshape(weight.shape).clone()
 

@@ -372,8 +372,9 @@ REGISTRY: dict[str, Case] = {
             "weight": bad_tensor((16, 5), wrong_shapes=((2, 8, 5), (2, 2, 4, 5), (15, 5))),
             "num_heads": st.one_of(bad_int(1), st.just(3), st.just(16)),
             "to": bad_choice(cpe.ROPE_LAYOUTS),
+            "rotary_dim": st.one_of(bad_int(1), st.just(3), st.just(10)),
         },
-        extremes=[dict(weight=randn(16)), dict(weight=randn(16, 0))],
+        extremes=[dict(weight=randn(16)), dict(weight=randn(16, 0)), dict(rotary_dim=2)],
     ),
     "rope.RotaryEmbedding": Case(
         cpe.RotaryEmbedding,
