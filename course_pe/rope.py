@@ -239,8 +239,9 @@ def _check_positions(x: torch.Tensor, positions: object) -> torch.Tensor:
         )
     check_tensor("positions", positions, "position", finite=False)
     _check_dense("positions", positions)
-    _check_finite("positions", positions)
-    _check_position_values("positions", positions)
+    if not x.is_meta:  # a meta x gives a meta result: its positions may be meta too (shape inference)
+        _check_finite("positions", positions)
+        _check_position_values("positions", positions)
     _check_same_device("positions", positions, x)
     if positions.dim() == 1:
         if positions.shape[0] != seq:
@@ -1274,9 +1275,11 @@ class RotaryEmbedding(nn.Module):
         """
         check_tensor("x", x, "floating", min_dim=2, finite=False)
         _check_dense("x", x)
-        if x.is_meta:
-            raise ValueError("x is a meta tensor: RotaryEmbedding reads rows of its cos/sin cache on x's device, "
-                             "which needs a real device (apply_rope works on meta tensors)")
+        if x.is_meta and not self.cos_cached.is_meta:
+            raise ValueError("x is a meta tensor but the module's buffers are not: RotaryEmbedding reads rows of its "
+                             "cos/sin cache on x's device, so a meta x needs a module built on the meta device "
+                             "(with torch.device('meta'): ..., for shape inference) or .to('meta'); apply_rope works "
+                             "on meta tensors")
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x must have last dimension head_dim={self.head_dim}, got shape {tuple(x.shape)}")
         offset = _check_offset(x, offset)
@@ -1285,7 +1288,8 @@ class RotaryEmbedding(nn.Module):
                 raise ValueError("offset applies to the default positions only; with explicit positions leave "
                                  "offset=0 (add the offset to the positions instead)")
             _check_positions(x, positions)
-            require_values("positions", positions)
+            if not x.is_meta:
+                require_values("positions", positions)
         if seq_len is not None:
             seq_len = check_int("seq_len", seq_len, minimum=1, maximum=MAX_POSITION + 1)
         seq = x.shape[-2]
