@@ -4,7 +4,19 @@
 depend on it; ``torch==2.13.0`` pins ``triton==3.7.1``). The torch path of :mod:`course_pe.rope` stays the reference and
 the fallback: on the CPU, on other accelerators, under ``torch.compile`` (which fuses the torch formula itself), for
 ``angle_dtype=torch.float32`` (the reference numerics of Hugging Face, Meta and torchtune, operation for operation)
-and for frequencies that need a gradient.
+and for positions or frequencies that need a gradient (the kernel differentiates ``x`` only).
+
+Gradients. RoPE is linear in ``x``: the gradient is the same kernel rotating back (the sine negated), and that
+backward is recorded by autograd when a graph is wanted (``create_graph=True``), so gradients of every order are
+exact (``gradgradcheck`` passes).
+
+Failures. A call the kernel does not take (more programs than CUDA's grid allows) goes to the torch path silently. A
+Triton compile error (a GPU it cannot compile for) sends that kind of call (device, dtype, widths, layout) to the torch
+path from then on, with one warning; any other failure is answered by the torch path for that call only, with a
+warning. Out of memory and CUDA errors that leave the context unusable propagate (:func:`fatal`).
+
+Addressing. Element offsets are computed in int64 and the grid is one-dimensional, so tensors of ``2**31`` elements
+and more and batches beyond CUDA's 65535 programs per y/z axis are rotated correctly.
 
 What the kernel computes is what the torch path computes: the angle ``p * theta_i`` in float64 from the integer (or
 float32/float64) position and the float64 frequency, its cos and sin in float64, multiplied by the attention factor,

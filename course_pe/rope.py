@@ -589,29 +589,31 @@ def _rotate(
     """
     half = x.shape[-1] // 2
     compute = x.dtype if x.dtype in _WIDE else torch.float32
-    xc = x if x.dtype == compute else x.to(compute)
     cos, sin = cos.to(device=x.device, dtype=compute), sin.to(device=x.device, dtype=compute)
-    functional = (_compiling() or (torch.is_grad_enabled() and (xc.requires_grad or cos.requires_grad
+    functional = (_compiling() or (torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad
                                                                 or sin.requires_grad))
-                  or _transformed(xc) or _transformed(cos) or _transformed(sin))
+                  or _transformed(x) or _transformed(cos) or _transformed(sin))
     if functional:
+        xc = x if x.dtype == compute else x.to(compute)
         if layout == "interleaved":
             a, b = xc[..., 0::2], xc[..., 1::2]
             out = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
         else:
             a, b = xc[..., :half], xc[..., half:]
             out = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
-    elif layout == "interleaved" and xc.is_contiguous():
+    elif layout == "interleaved" and x.is_contiguous():
         # One fused complex multiply: (a + ib)(cos + i sin). Reads x once, writes the result once.
+        xc = x if x.dtype == compute else x.to(compute)
         z = torch.view_as_complex(xc.view(*xc.shape[:-1], half, 2))
         table = cis if cis is not None else torch.complex(cos, sin)
         out = torch.view_as_real(z * table).view(xc.shape)
     else:
-        out = torch.empty_like(xc, memory_format=torch.contiguous_format)
+        # the products read a bfloat16/float16 x directly and compute in float32 (no float32 copy of x first)
+        out = torch.empty(x.shape, dtype=compute, device=x.device)
         if layout == "interleaved":
-            a, b, out_a, out_b = xc[..., 0::2], xc[..., 1::2], out[..., 0::2], out[..., 1::2]
+            a, b, out_a, out_b = x[..., 0::2], x[..., 1::2], out[..., 0::2], out[..., 1::2]
         else:
-            a, b, out_a, out_b = xc[..., :half], xc[..., half:], out[..., :half], out[..., half:]
+            a, b, out_a, out_b = x[..., :half], x[..., half:], out[..., :half], out[..., half:]
         torch.mul(a, cos, out=out_a)
         out_a.addcmul_(b, sin, value=-1.0)  # a cos - b sin
         torch.mul(b, cos, out=out_b)
@@ -693,10 +695,19 @@ def apply_rope(
 
     Cost. A constant number of kernels whatever the length: on the CPU the interleaved layout is one complex product
     and the half layout four kernels on half-width views, with cos/sin tables of the default positions cached per
-    length, device and dtype; on a CUDA GPU with Triton, one fused kernel that computes cos and sin itself (reads
-    ``x`` once, writes once); under ``torch.compile`` the formula is traced as one expression for the compiler to
-    fuse. Nothing is read back to the host for a GPU input (see :func:`device_value_checks` for what that leaves
-    unchecked there).
+    device and dtype (one table per power of two of the length; :func:`clear_caches` empties them); on a CUDA GPU with
+    Triton, one fused kernel that computes cos and sin itself and reads ``x`` once and writes once (its gradient is
+    the same kernel rotating back, differentiable again); under ``torch.compile`` the formula is traced as one
+    expression for the compiler to fuse. On a CUDA GPU nothing is read back to the host and nothing is copied from it
+    after the first call on a device (see :func:`device_value_checks` for what that leaves unchecked); ``positions``,
+    a tensor ``offset`` and ``inv_freq`` must be on ``x``'s device. On Apple's MPS, which has no float64, the float64
+    angles of explicit positions are formed on the CPU: those calls copy the positions to the host and the tables
+    back (default positions use cached tables, formed once); ``angle_dtype=torch.float32`` does the same on MPS.
+
+    Under ``torch.compile(fullgraph=True)`` an argument error is raised by Dynamo as ``Unsupported`` with this
+    function's message in its text and cause (Dynamo cannot return to eager there); without ``fullgraph`` it is the
+    ``ValueError`` or ``TypeError`` itself. Wrong dtypes are ``TypeError`` throughout the package, wrong shapes and
+    values ``ValueError``.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
     check_tensor("x", x, "floating", finite=False)
@@ -895,7 +906,12 @@ class RotaryEmbedding(nn.Module):
     two) when a larger position is requested, but never beyond ``cache_limit = max(max_positions,
     CACHE_LIMIT)`` positions: a call that needs a position past that limit gets cos and sin computed for
     its own positions only, so memory follows the number of positions, not their values. The cache is
-    rebuilt on the input's device if the module was not moved.
+    rebuilt on the input's device if the module was not moved, and rebuilt once on a device it was moved to (after
+    ``to_empty``, whose buffers hold uninitialised memory, that is what makes the module correct; PyTorch's
+    convention is to call :meth:`reset_parameters`, which does it at once). Built under ``torch.device("meta")`` it
+    rotates meta tensors (shape inference). Tables made under ``torch.inference_mode()`` are ordinary tensors, so an
+    evaluation pass does not stop a later training step; calls under ``torch.compile`` or a ``FakeTensorMode`` leave
+    the module unchanged.
 
     With :class:`~course_pe.rope_scaling.DynamicNTKScaling` the frequencies depend on the current length ``L'``
     (``max(positions) + 1``, or the ``seq_len`` given to :meth:`forward`/:meth:`cos_sin`): an input longer than
@@ -1268,10 +1284,13 @@ class RotaryEmbedding(nn.Module):
 
         Cost and checks. Without ``positions`` (or with an int ``offset``) the rows are a slice of the cos/sin buffers;
         on a CUDA GPU with Triton one fused kernel computes cos and sin itself. With ``positions`` on the CPU in eager
-        mode, they are checked (integral, ``>= 0``, at most ``2**53``) and looked up in the buffers; on a GPU and under
-        ``torch.compile`` they are not read back to the host: cos and sin are computed from them on the device (and a
-        length-dependent scaling picks its frequencies there), so a decode step costs a constant number of kernels
-        and no synchronisation. See :func:`device_value_checks`.
+        mode, they are checked (integral, ``>= 0``, at most ``2**53``) and looked up in the buffers; on a GPU, under
+        ``torch.compile`` and under ``vmap`` over positions they are not read back to the host: cos and sin are
+        computed from them on the device (and a length-dependent scaling picks its frequencies there), so a decode step
+        costs a constant number of kernels and no synchronisation. Dynamic NTK beyond its original length computes new
+        frequencies on the device at every length and the cos/sin of the call's rows only (no table per step).
+        ``positions`` and a tensor ``offset`` must be on ``x``'s device. On MPS (no float64) the float64 angles of
+        explicit positions are formed on the CPU (a copy each way per call). See :func:`device_value_checks`.
         """
         check_tensor("x", x, "floating", min_dim=2, finite=False)
         _check_dense("x", x)

@@ -441,7 +441,7 @@ def test_rope_cos_sin_attention_factor_and_messages():
         rope_cos_sin(positions, inv, attention_factor=0.0)
     with pytest.raises(TypeError, match=r"^dtype must be"):
         rope_cos_sin(positions, inv, dtype=torch.int64)
-    with pytest.raises(ValueError, match=r"^head_dim \(rows of weight per head\) must be even"):
+    with pytest.raises(ValueError, match=r"^head_dim \(rows of weight per head: 6 rows / num_heads=2\) must be even"):
         permute_qk_weights(torch.zeros(6, 2), num_heads=2)
     with pytest.raises(ValueError, match=r"^weight has 6 rows, not divisible by num_heads=4$"):
         permute_qk_weights(torch.zeros(6, 2), num_heads=4)
