@@ -7,11 +7,14 @@
 
 Compared, on the same input and the same precomputed tables where they take tables:
 
-* ``clone``: ``x.clone()``: allocate a tensor of ``x``'s size, read ``x`` once and write it once. The reference
-  for "one pass over the data", not a lower bound: on the CPU the allocation (a fresh mapping from the operating
-  system for large tensors, page-faulted in on first write) is part of its time; on a GPU PyTorch's caching allocator
-  makes it almost free, and a clone runs at the memory bandwidth;
-* ``copy into preallocated``: ``out.copy_(x)`` into a tensor allocated once: one pass without the allocation;
+* ``clone``: ``x.clone()``: allocate a tensor of ``x``'s size, read ``x`` once and write it once. On a GPU PyTorch's
+  caching allocator makes the allocation almost free, and a clone runs at the memory bandwidth. On the CPU the
+  allocation is part of its time, and what it costs depends on the C library: glibc serves blocks at or above its
+  mmap threshold with fresh pages from the operating system, page-faulted in on first write, and that threshold
+  never rises beyond 32 MiB on a 64-bit system, so a clone of 32 MiB or more is a fresh mapping at every call, one of
+  31 MiB is recycled (:func:`page_faults` counts it);
+* ``copy into preallocated``: ``out.copy_(x)`` into a tensor allocated once: one pass without the allocation, the
+  reference that does not depend on the allocator;
 * ``textbook half``: ``x * cos + rotate_half(x) * sin`` with ``cos``/``sin`` duplicated to ``head_dim`` in ``x``'s
   dtype (the GPT-NeoX formulation, and Hugging Face's eager ``apply_rotary_pos_emb``): five operations, five fresh
   temporaries;
@@ -34,14 +37,15 @@ since there the launches and the Python around them are the cost. The bytes each
 (:func:`measure_allocation`, CPU) do not depend on the load at all.
 
 What costs time. On the CPU, elementwise code on a tensor of 32 MiB pays for three things: passes over memory (each
-kernel reads and writes its operands), fresh allocations (a large temporary is a new mapping whose pages fault in on
-first write: on the course machine a clone took about six times a copy into an existing tensor), and the threads
-(every kernel splits its work between the threads and waits for all of them at its end, so on a busy machine many
-small kernels lose more than a few large ones). ``apply_rope``'s half layout runs four kernels on half-width views that
+kernel reads and writes its operands), fresh allocations (with glibc, a temporary of 32 MiB or more is a new mapping
+whose pages fault in on first write), and the threads (every kernel splits its work between the threads and waits for
+all of them at its end, so on a busy machine many small kernels lose more than a few large ones). ``apply_rope``'s half layout runs four kernels on half-width views that
 write into one output (three reads and two writes per element of ``x``, one allocation); the textbook formula five
-kernels and five allocations. On a GPU, every operation is a kernel launch (microseconds each, which dominates a
-decoding step), and a large elementwise kernel runs at the memory bandwidth, so the count of passes is the cost: a
-fused kernel (Triton here, or ``torch.compile``) reads ``x`` once and writes once, as a clone does.
+kernels and five allocations. On a GPU, every kernel is a launch (microseconds each, which dominates a decoding step;
+views launch nothing, :func:`count_operations` tells them apart), and a large elementwise kernel is bound by the memory
+bandwidth, so the bytes moved are the first model of its time (a floor: the H200 measurement the book cites found
+Hugging Face's eager formula at 11 clones in bfloat16 where its bytes predict 5). A fused kernel (Triton here, or
+``torch.compile``) reads ``x`` once and writes once, as a clone does.
 """
 
 from __future__ import annotations
@@ -448,6 +452,12 @@ class OperationCount:
     (:data:`HOST_READ_OPERATIONS`). On a GPU every kernel is a launch and every host read a wait for the device."""
 
     operations: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.operations, tuple):
+            raise TypeError(f"operations must be a tuple of operation names, got {type(self.operations).__name__}")
+        for i, op in enumerate(self.operations):
+            check_str(f"operations[{i}]", op)
 
     @property
     def total(self) -> int:
