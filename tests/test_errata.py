@@ -556,3 +556,12 @@ def test_e002_04_evaluates_the_quoted_formula_itself():
     typed = re.search(r'^source_002_formula = "([^"]*)"', cells[0].source, re.M)
     assert typed, "the evidence cell no longer names the source's formula source_002_formula"
     assert typed.group(1) == quote, (typed.group(1), quote)
+
+
+def test_e002_04_reads_the_meaning_of_p_from_the_source(source_texts):
+    """The E002-04 cell binds p to the position because source 002 says so; the sentence it quotes must be the source's."""
+    nb = nbformat.read(ROOT / "book" / "part1" / "model_input.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "erratum-e002-04" in c.metadata.get("tags", []))
+    quoted = re.search(r'^source_002_defines_p = "([^"]*)"', cell.source, re.M)
+    assert quoted, "the evidence cell no longer quotes source 002's definition of p"
+    assert normalise(quoted.group(1)) in source_texts["002"], quoted.group(1)
