@@ -565,3 +565,13 @@ def test_e002_04_reads_the_meaning_of_p_from_the_source(source_texts):
     quoted = re.search(r'^source_002_defines_p = "([^"]*)"', cell.source, re.M)
     assert quoted, "the evidence cell no longer quotes source 002's definition of p"
     assert normalise(quoted.group(1)) in source_texts["002"], quoted.group(1)
+
+
+def test_e000_14_reads_source_000s_classes_verbatim(source_texts):
+    """E000-14's evidence reads the Java text of source 000's two classes; that text must be the source's."""
+    nb = nbformat.read(ROOT / "book" / "part1" / "encoder_decoder.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "erratum-e000-14" in c.metadata.get("tags", []))
+    classes = re.findall(r'^SOURCE_000_(?:ENCODER|DECODER) = """(.*?)"""', cell.source, re.M | re.S)
+    assert len(classes) == 2, "the evidence cell no longer holds source 000's two classes"
+    for text in classes:
+        assert normalise(text) in source_texts["000"], text[:60]
