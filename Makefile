@@ -25,6 +25,7 @@
 #                 core), not part of `make test` or CI; see tests/MUTATION.md
 #   make clean    remove build outputs (make distclean also removes .venv)
 #   make install  create .venv and install the pins (every target that needs Python does this first)
+#   make install-triton  add Triton (requirements-triton.txt) for the fused RoPE kernel's tests; make test does it
 #   make help     print this list
 #
 # The first target that needs Python creates .venv and installs requirements.txt and the package
@@ -59,6 +60,7 @@ export JUPYTER_PLATFORM_DIRS := 1
 .PHONY: gradescope
 .PHONY: jdk lab-student pdf help
 .PHONY: site
+.PHONY: install-triton
 
 # make help: the comment block at the top of this file, without its comment marks.
 help:
@@ -94,6 +96,19 @@ $(STAMP): requirements.txt pyproject.toml
 	@touch $@
 	@echo "==> $(VENV) is ready ($$(du -sh $(VENV) | cut -f1))"
 
+# Triton, for the fused RoPE kernel's tests (tests/test_rope_triton.py run it on the CPU through Triton's interpreter).
+# PyTorch's CUDA wheels bring it; the CPU wheels that make install takes on Linux do not, and it takes about 700 MB, so
+# it is installed for the tests (make test, make test-package), not for reading the book. make install-triton alone
+# installs it. Linux x86_64 only (Triton publishes no other wheels); elsewhere the kernel is not used.
+TRITON_STAMP := $(VENV)/.triton-$(shell cat requirements-triton.txt | sha256sum | cut -c1-16)
+install-triton: $(TRITON_STAMP)
+
+$(TRITON_STAMP): requirements-triton.txt $(STAMP)
+	@echo "==> installing $$(grep -E '^triton==' requirements-triton.txt) for the fused RoPE kernel's tests (about 700 MB; requirements-triton.txt)"
+	@tools/pip_install.sh $(BIN)/python --no-deps -r requirements-triton.txt
+	@rm -f $(VENV)/.triton-*
+	@touch $@
+
 NOTEBOOKS = $(shell $(BIN)/python tools/book_tools.py notebooks)
 # The same notebooks, the longest-running first, so that side-by-side runs end together.
 NOTEBOOKS_FOR_TESTS = $(shell $(BIN)/python tools/book_tools.py notebooks --longest-first)
@@ -106,10 +121,10 @@ XDIST = $(if $(filter-out 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 NBVAL = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 # make test: the package tests and every notebook in one pytest run, side by side.
-test: $(STAMP) jdk
+test: $(STAMP) $(TRITON_STAMP) jdk
 	COURSE_PE_REQUIRE_JDK=1 $(BIN)/python -m pytest -q $(XDIST) $(NBVAL) --durations=15 $(NOTEBOOKS_FOR_TESTS) tests
 
-test-package: $(STAMP)
+test-package: $(STAMP) $(TRITON_STAMP)
 	$(BIN)/python -m pytest -q $(XDIST) --durations=10 tests
 
 # Two notebooks (relative, rope_implementation) compile the sources' Java (javac, javap). Without a JDK those evidence

@@ -294,6 +294,11 @@ REGISTRY: dict[str, Case] = {
         extremes=[dict(x=randn(2, 0, 8)), dict(x=randn(1, 1, 8)), dict(offset=LONG), dict(x=randn(1, 3, 8, dtype=torch.float64))],
     ),
     # -------------------------------------------------------------- rope
+    "rope.device_value_checks": Case(
+        cpe.rope.device_value_checks, lambda: dict(enabled=None),
+        {"enabled": st.sampled_from([1, 0, "yes", "", [True], torch.tensor(True), 1.0])},
+        extremes=[dict(enabled=False)],
+    ),
     "rope.rope_cos_sin": Case(
         cpe.rope_cos_sin,
         lambda: dict(positions=torch.arange(4), inv_freq=torch.ones(3)),
@@ -1008,8 +1013,19 @@ REGISTRY: dict[str, Case] = {
     "benchmark.run_rope_benchmark": Case(
         benchmark.run_rope_benchmark, lambda: dict(shape=(1, 1, 4, 4), repeats=1),
         {"shape": st.sampled_from([(1, 1, 4), (1, 1, 4, 3), (1, 0, 4, 4), [1, 1, 4, 4], (1, 1, 4.0, 4)]),
-         "repeats": bad_int(1), "seed": bad_int(0), "compiled": BAD_BOOL, "allocations": BAD_BOOL},
-        extremes=[dict(shape=(1, 1, 1, 2)), dict(shape=(1, 1, 2, 2), allocations=True)],
+         "repeats": bad_int(1), "seed": bad_int(0), "compiled": BAD_BOOL, "allocations": BAD_BOOL,
+         "device": st.sampled_from(["meta", "nonsense", 3]), "dtype": st.sampled_from([torch.int64, "float32", None])},
+        extremes=[dict(shape=(1, 1, 1, 2)), dict(shape=(1, 1, 2, 2), allocations=True),
+                  dict(shape=(1, 1, 2, 2), dtype=torch.bfloat16)],
+        examples=10,
+    ),
+    "benchmark.run_decode_benchmark": Case(
+        benchmark.run_decode_benchmark, lambda: dict(dtype=torch.float32, heads=1, head_dim=4, calls=1, repeats=1),
+        {"device": st.sampled_from(["meta", "nonsense", 3]), "dtype": st.sampled_from([torch.int64, "float32", None]),
+         "heads": bad_int(1, benchmark.MAX_REPEATS), "head_dim": st.one_of(bad_int(1), st.sampled_from([3, 5])),
+         "position": bad_int(0, 2**40), "calls": bad_int(1, benchmark.MAX_REPEATS),
+         "repeats": bad_int(1, benchmark.MAX_REPEATS)},
+        extremes=[dict(position=2**40), dict(dtype=torch.bfloat16, head_dim=2)],
         examples=10,
     ),
     "benchmark.measure_allocation": Case(

@@ -672,7 +672,9 @@ def _rope(x: np.ndarray, positions: np.ndarray, *, exponent_scale: float = 2.0, 
            library=("course_pe.rope.apply_rope", "course_pe.rope.rotate_with_cos_sin",
                     "course_pe.rope.RotaryEmbedding.forward", "course_pe.rope._reference_rotation",
                     "course_pe.benchmark._one_pass_interleaved", "course_pe.benchmark._one_pass_half",
-                    "course_pe.benchmark.textbook_rope", "course_pe.benchmark.complex_rope"))
+                    "course_pe.benchmark.textbook_rope", "course_pe.benchmark.complex_rope",
+                    "course_pe.rope._rotate", "course_pe._rope_triton.rotate", "course_pe.benchmark._textbook",
+                    "course_pe.benchmark._complex"))
 def _rope_rotation_cases(rng: np.random.Generator | None) -> list[Case]:
     """``fn(x, positions)``: ``x`` a float64 tensor of shape ``(seq, head_dim)``, ``positions`` a ``(seq,)`` long
     tensor; returns the interleaved RoPE rotation with base 10000.
