@@ -21,8 +21,12 @@
 #   make gradescope  one Gradescope autograder per assignment: gradescope/<chapter>/autograder.zip (instructor guide)
 #   make book-student  the HTML book without solutions, into _build/student/_build/html
 #   make book-zh  the Chinese edition into _build/html-zh (prose from locale/zh_CN; make locale-update refreshes it)
-#   make mutation mutation testing (mutmut) of the five core modules in a temporary copy; slow (about 20 min on one
-#                 core), not part of `make test` or CI; see tests/MUTATION.md
+#   make workbook-zh  the Chinese student notebooks into workbook-zh/ (same stubs, checks and grader as make workbook)
+#   make lab-student-zh  JupyterLab on workbook-zh/ (made first if missing), as make lab-student
+#   make book-student-zh  the Chinese HTML book without solutions, into _build/student-zh/_build/html
+#   make pdf-zh   the Chinese edition as one PDF, _build/pdf/positional-encoding-corrected-zh.pdf (CJK font embedded)
+#   make mutation mutation testing (mutmut) of the five core modules and positions.py in a temporary copy; slow (about
+#                 an hour on one core of a busy machine), not part of `make test` or CI; see tests/MUTATION.md
 #   make clean    remove build outputs (make distclean also removes .venv)
 #   make install  create .venv and install the pins (every target that needs Python does this first)
 #   make install-triton  add Triton (requirements-triton.txt) for the fused RoPE kernel's tests; make test does it
@@ -60,6 +64,7 @@ export JUPYTER_PLATFORM_DIRS := 1
 .PHONY: gradescope
 .PHONY: jdk lab-student pdf help
 .PHONY: site
+.PHONY: workbook-zh lab-student-zh book-student-zh pdf-zh
 .PHONY: install-triton
 
 # make help: the comment block at the top of this file, without its comment marks.
@@ -187,6 +192,31 @@ book-zh: $(STAMP)
 locale-update: $(STAMP)
 	$(BIN)/python tools/zh_edition.py update
 
+# Coursework in Chinese (issue 36; the instructor guide's section "Assigning the course in Chinese"): the Chinese
+# notebooks through the same workbook and student-edition transformations as the English ones. A Chinese submission
+# is graded by make grade like any other (the grader reads code cells; the folder names the chapter).
+workbook-zh: $(STAMP)
+	$(BIN)/python tools/zh_edition.py workbook workbook-zh
+
+lab-student-zh: $(STAMP)
+	@test -d workbook-zh || $(MAKE) --no-print-directory workbook-zh
+	@$(BIN)/jupyter labextension list 2>&1 | grep -q "jupyterlab-myst.*enabled" || $(BIN)/jupyter labextension enable jupyterlab-myst
+	JUPYTER_CONFIG_PATH=$(CURDIR)/tools/student_lab $(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) workbook-zh
+
+STUDENT_ZH_SRC := _build/student_zh_src
+book-student-zh: $(STAMP)
+	$(BIN)/python tools/zh_edition.py student-sources $(STUDENT_ZH_SRC)
+	$(BIN)/jupyter-book build $(STUDENT_ZH_SRC) --path-output _build/student-zh --builder html -W -n --keep-going
+	$(BIN)/python tools/book_tools.py check-student-site _build/student-zh/_build/html
+
+# The Chinese PDF: the single-page build of the Chinese sources, printed like make pdf; it checks that every chapter's
+# Chinese title is in the text of its page, that a CJK font is embedded and that no character fell back to a box.
+pdf-zh: $(STAMP)
+	$(BIN)/python tools/zh_edition.py sources $(ZH_SRC)
+	$(BIN)/jupyter-book build $(ZH_SRC) --path-output _build/zh --builder singlehtml -W -n --keep-going
+	$(BIN)/python tools/zh_edition.py pdf --site _build/zh/_build/singlehtml --toc $(ZH_SRC)/_toc.yml \
+	    --out _build/pdf/positional-encoding-corrected-zh.pdf
+
 # NB, DIR, ROSTER, ROSTER_COLUMN, STUDENT, ASSIGNMENT, JOBS, GRADES, REPLACE and ISOLATION reach the grader through
 # the environment, unexpanded (a `$(...)` in a file name stays text): no shell, and no make function, ever sees a file
 # or student name.
@@ -278,6 +308,7 @@ mutation: $(STAMP)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis workbook grades
+	rm -rf workbook-zh
 	rm -rf gradescope
 	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
 

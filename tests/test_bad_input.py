@@ -38,6 +38,7 @@ from course_pe import benchmark, plotting, reproducibility, seeds_benchmark, tra
 from course_pe.long_context_eval import PasskeyTask, sliding_window_report, window_forward_bytes  # noqa: E402
 from course_pe.coursework import gradescope  # noqa: E402
 from course_pe.coursework import (  # noqa: E402
+    environment,
     exercises,
     grade,
     grading_build,
@@ -1435,14 +1436,15 @@ REGISTRY.update({
          "expected": st.sampled_from([[0.0], 0.0, torch.zeros(2), np.array(["a"]), None]),
          "atol": bad_float(0.0, strict=False), "exact": BAD_BOOL,
          "dtypes": st.sampled_from([["float32"], "float32", (np.float32,), 3]),
-         "atol32": bad_float(0.0, strict=False),
          "mistakes": st.sampled_from([[("m", np.zeros(2))], (("m",),), ((3, np.zeros(2)),), "m"]),
          "hint": st.sampled_from([3, b"h", ["h"]]), "hidden": BAD_BOOL,
-         "alternatives": st.sampled_from([[np.zeros(2)], np.zeros(2), (np.array(["a"]),), ([0.0],)]),
+         "lower": st.sampled_from([[0, 0], np.zeros(2), np.zeros(3, dtype=np.int64), np.array(["a", "b"])]),
+         "upper": st.sampled_from([[0, 0], np.zeros(2), np.zeros(3, dtype=np.int64), np.array(["a", "b"])]),
          "axes": st.sampled_from([[("i {i}", None)], ("i",), ((3, None),), (("i", [1, 2]),)])},
         extremes=[dict(args=(), expected=np.zeros((0, 3))), dict(expected=np.array(7, dtype=np.int64), exact=True,
-                                                                  dtypes=None, atol32=0.0),
-                  dict(alternatives=(np.ones(2),), axes=(("offset {v} (entry {i})", (-1, 1)),))],
+                                                                  dtypes=None),
+                  dict(expected=np.zeros(2, dtype=np.int64), exact=True, lower=np.zeros(2, dtype=np.int64),
+                       upper=np.ones(2, dtype=np.int64), axes=(("offset {v} (entry {i})", (-1, 1)),))],
     ),
     "exercises.CheckReport": Case(
         exercises.CheckReport, lambda: dict(exercise="e", passed=False, cases_run=0, cases_total=1),
@@ -1476,6 +1478,20 @@ REGISTRY.update({
                   dict(fn=lambda n: torch.zeros(0, n))],
     ),
     "exercises.chapters": Case(exercises.chapters, lambda: dict(), {}),
+    "exercises.library_sentence": Case(
+        exercises.library_sentence, lambda: dict(names=["course_pe.alibi.alibi_slopes"]),
+        {"names": st.sampled_from(["course_pe.alibi.alibi_slopes", None, [3], [""], {"a": 1}])},
+        extremes=[dict(names=()), dict(names=("a", "b"))]),
+    "exercises.tolerance_text": Case(exercises.tolerance_text, lambda: dict(tolerance=1e-4),
+                                     {"tolerance": bad_float(0.0)}, extremes=[dict(tolerance=5e-3), dict(tolerance=2.0)]),
+    "environment.missing_modules": Case(environment.missing_modules, lambda: dict(error="No module named 'x'"),
+                                        {"error": st.sampled_from([3, b"x", ["x"]])},
+                                        extremes=[dict(error=None), dict(error="")]),
+    "environment.unavailable_sentence": Case(
+        environment.unavailable_sentence, lambda: dict(modules=["transformers"]),
+        {"modules": st.sampled_from(["transformers", None, [3], [""]])}, extremes=[dict(modules=())]),
+    "environment.site_folders": Case(environment.site_folders, lambda: dict(), {}),
+    "environment.other_site_folders": Case(environment.other_site_folders, lambda: dict(), {}),
     "exercises.check": Case(
         exercises.check, lambda: dict(exercise_id="alibi_slopes", fn=lambda n: [1.0] * n),
         {"exercise_id": st.sampled_from([None, 3, "nope", "", ["alibi_slopes"]]), "hidden": BAD_BOOL,
