@@ -267,7 +267,6 @@ LABELS_ZH: dict[str, str] = {
     "training length {n}": "训练长度 {n}",
     "entropy rate {floor:.3f}": "熵率 {floor:.3f}",
     # book/part1/sinusoidal.ipynb
-    r"Binary digits of $p$": r"$p$ 的各个二进制位",
     r"Binary digits of $p$ (red 1, blue 0)": r"$p$ 的各个二进制位（红为 1，蓝为 0）",
     r"bit $j$ (period $2^{{j+1}}$)": r"第 $j$ 位（周期 $2^{{j+1}}$）",
     r"Sinusoidal table, $d_{{\mathrm{{model}}}} = {d}$": r"正弦位置编码表，$d_{{\mathrm{{model}}}} = {d}$",
