@@ -89,8 +89,8 @@ JAVA_CHAPTERS = sorted(name for name, path in CHAPTER_PATHS.items() if _compiles
 
 def test_only_rope_implementation_compiles_java():
     """README, the Makefile's JDK advice and .ci/run name one notebook that needs a JDK; keep them true. (relative's
-    E000-11 cell reads source 000's class without a JDK since issue 37b.) A chapter that starts compiling Java must be
-    added to those texts and to the test below."""
+    E000-11 cell reads source 000's class without a JDK since issue 37b.) A chapter that starts compiling Java fails
+    here until those texts and this list name it; the next test then checks its Java cells too."""
     assert JAVA_CHAPTERS == ["rope_implementation"]
 
 
