@@ -225,7 +225,7 @@ def _drawn_in(language: str) -> str:
 
 def _small_figure() -> "plt.Figure":
     fig, ax = plt.subplots(figsize=(1, 1), dpi=20)
-    ax.set_title(plotting.t("Binary digits of $p$"))
+    ax.set_title(plotting.t("Binary digits of $p$ (red 1, blue 0)"))
     return fig
 
 
