@@ -1083,6 +1083,7 @@ REGISTRY: dict[str, Case] = {
         extremes=[dict(position=2**40), dict(dtype=torch.bfloat16, head_dim=2)],
         examples=10,
     ),
+    "rope.clear_caches": Case(cpe.rope.clear_caches, lambda: dict(), {}, extremes=[dict()]),
     "benchmark.count_operations": Case(
         benchmark.count_operations, lambda: dict(fn=lambda: torch.zeros(3)),
         {"fn": st.sampled_from([None, 3, "fn", torch.zeros(2)]), "warmup": BAD_BOOL},
@@ -1898,8 +1899,6 @@ def public_callables() -> set[str]:
         if not (inspect.isfunction(obj) or inspect.isclass(obj)):
             continue  # constants, modules, type aliases
         module = obj.__module__.rsplit(".", 1)[-1]
-        if inspect.isfunction(obj) and not inspect.signature(obj).parameters:
-            continue  # a function without parameters (rope.clear_caches) has no argument to get wrong
         names.add(f"{module}.{obj.__qualname__}")
         if inspect.isclass(obj):
             for attr, member in vars(obj).items():
