@@ -4,7 +4,19 @@
 depend on it; ``torch==2.13.0`` pins ``triton==3.7.1``). The torch path of :mod:`course_pe.rope` stays the reference and
 the fallback: on the CPU, on other accelerators, under ``torch.compile`` (which fuses the torch formula itself), for
 ``angle_dtype=torch.float32`` (the reference numerics of Hugging Face, Meta and torchtune, operation for operation)
-and for frequencies that need a gradient.
+and for positions or frequencies that need a gradient (the kernel differentiates ``x`` only).
+
+Gradients. RoPE is linear in ``x``: the gradient is the same kernel rotating back (the sine negated), and that
+backward is recorded by autograd when a graph is wanted (``create_graph=True``), so gradients of every order are
+exact (``gradgradcheck`` passes).
+
+Failures. A call the kernel does not take (more programs than CUDA's grid allows) goes to the torch path silently. A
+Triton compile error (a GPU it cannot compile for) sends that kind of call (device, dtype, widths, layout) to the torch
+path from then on, with one warning; any other failure is answered by the torch path for that call only, with a
+warning. Out of memory and CUDA errors that leave the context unusable propagate (:func:`fatal`).
+
+Addressing. Element offsets are computed in int64 and the grid is one-dimensional, so tensors of ``2**31`` elements
+and more and batches beyond CUDA's 65535 programs per y/z axis are rotated correctly.
 
 What the kernel computes is what the torch path computes: the angle ``p * theta_i`` in float64 from the integer (or
 float32/float64) position and the float64 frequency, its cos and sin in float64, multiplied by the attention factor,
@@ -42,6 +54,8 @@ __all__: list[str] = []  # private: course_pe.rope decides when to call it
 BLOCK_S = 32
 #: Programs wanted at least, so that a GPU has work for every multiprocessor; heads are split into groups to reach it.
 MIN_PROGRAMS = 2048
+#: Most programs of one launch: CUDA's limit along the grid's x axis (the kernel's grid is one-dimensional).
+MAX_PROGRAMS = 2**31 - 1
 
 
 def available() -> bool:
@@ -69,25 +83,33 @@ if triton is not None:  # the kernel's annotations need triton.language
     def _kernel_source(
         x_ptr, out_ptr, pos_ptr, params_ptr,
         offset, sign,
-        num_heads, seq, heads_per_program,
+        num_heads, seq, heads_per_program, blocks, groups,
         sxb, sxh, sxs, sob, soh, sos, spb, sps,
         ROT_HALF: tl.constexpr, HEAD_DIM: tl.constexpr,
         BLOCK: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_R: tl.constexpr,
         INTERLEAVED: tl.constexpr, HAS_POS: tl.constexpr, WIDE: tl.constexpr,
     ):
-        """One program: ``BLOCK`` positions of sequence ``program_id(1)``, heads ``program_id(2) * heads_per_program``
-        onwards. ``params_ptr`` holds the ``ROT_HALF`` float64 frequencies followed by the attention factor."""
-        pid_s = tl.program_id(0)
-        b = tl.program_id(1)
-        pid_h = tl.program_id(2)
+        """One program: ``BLOCK`` positions of one sequence and a group of ``heads_per_program`` heads. The grid is
+        one-dimensional (CUDA allows ``2**31 - 1`` programs along x, only 65535 along y and z): program ``pid`` takes
+        block ``pid % blocks`` of positions, head group ``(pid // blocks) % groups`` of sequence
+        ``pid // (blocks * groups)``. Every element offset is computed in int64, so tensors of ``2**31`` elements and
+        more (a long bfloat16 prefill) are addressed correctly. ``params_ptr`` holds the ``ROT_HALF`` float64
+        frequencies followed by the attention factor; ``sign`` is 1 (the rotation) or -1 (its inverse, the
+        gradient)."""
+        pid = tl.program_id(0)
+        pid_s = pid % blocks
+        rest = pid // blocks
+        pid_h = rest % groups
+        b = (rest // groups).to(tl.int64)
         rows = pid_s * BLOCK + tl.arange(0, BLOCK)
         row_ok = rows < seq
+        rows64 = rows.to(tl.int64)
         pairs = tl.arange(0, BLOCK_P)
         pair_ok = pairs < ROT_HALF
         if HAS_POS:
-            p = tl.load(pos_ptr + b * spb + rows * sps, mask=row_ok, other=0).to(tl.float64)
+            p = tl.load(pos_ptr + b * spb + rows64 * sps, mask=row_ok, other=0).to(tl.float64)
         else:
-            p = (rows.to(tl.int64) + offset).to(tl.float64)
+            p = (rows64 + offset).to(tl.float64)
         inv = tl.load(params_ptr + pairs, mask=pair_ok, other=0.0)
         factor = tl.load(params_ptr + ROT_HALF)
         angle = p[:, None] * inv[None, :]
@@ -107,9 +129,11 @@ if triton is not None:  # the kernel's annotations need triton.language
         rest_mask = row_ok[:, None] & (rest < HEAD_DIM)[None, :]
         h_start = pid_h * heads_per_program
         h_stop = tl.minimum(h_start + heads_per_program, num_heads)
-        for h in range(h_start, h_stop):
-            x_rows = x_ptr + b * sxb + h * sxh + rows[:, None] * sxs
-            o_rows = out_ptr + b * sob + h * soh + rows[:, None] * sos
+        # pointers to the rows of the group's first head, then moved by one head's stride per head (pointer
+        # arithmetic is 64-bit; an int32 product of a head index and a stride could overflow)
+        x_rows = x_ptr + b * sxb + h_start.to(tl.int64) * sxh + rows64[:, None] * sxs
+        o_rows = out_ptr + b * sob + h_start.to(tl.int64) * soh + rows64[:, None] * sos
+        for _ in range(h_start, h_stop):
             a = tl.load(x_rows + col_a[None, :], mask=mask, other=0.0)
             bb = tl.load(x_rows + col_b[None, :], mask=mask, other=0.0)
             if WIDE:
@@ -125,6 +149,8 @@ if triton is not None:  # the kernel's annotations need triton.language
             if BLOCK_R > 1 or 2 * ROT_HALF < HEAD_DIM:
                 kept = tl.load(x_rows + rest[None, :], mask=rest_mask, other=0.0)
                 tl.store(o_rows + rest[None, :], kept.to(out_ptr.dtype.element_ty), mask=rest_mask)
+            x_rows += sxh
+            o_rows += soh
 
 
 @functools.lru_cache(maxsize=2)
@@ -132,7 +158,7 @@ def _kernel(interpret: bool):
     """The kernel, made by ``triton.jit`` for the current mode (compiled for a GPU, or the interpreter): Triton picks
     the mode when a function is decorated, so the interpreted and compiled versions are kept apart."""
     del interpret  # the cache key: triton.jit reads TRITON_INTERPRET itself
-    return triton.jit(_kernel_source, do_not_specialize=["offset", "seq", "num_heads", "heads_per_program"])
+    return triton.jit(_kernel_source, do_not_specialize=["offset", "seq", "num_heads", "heads_per_program", "blocks", "groups"])
 
 
 def _as_four_dims(t: torch.Tensor) -> torch.Tensor:
@@ -174,8 +200,11 @@ def _launch(
     groups = triton.cdiv(heads, heads_per_program)
     half = rotary_dim // 2
     rest = head_dim - rotary_dim
-    _kernel(interpreted())[(blocks, batch, groups)](
-        x4, o4, pos_arg, params, offset, sign, heads, seq, heads_per_program,
+    programs = blocks * batch * groups
+    if programs > MAX_PROGRAMS:
+        raise Unsupported(f"{programs} programs exceed CUDA's limit of {MAX_PROGRAMS} along one grid axis")
+    _kernel(interpreted())[(programs,)](
+        x4, o4, pos_arg, params, offset, sign, heads, seq, heads_per_program, blocks, groups,
         x4.stride(0), x4.stride(1), x4.stride(2), o4.stride(0), o4.stride(1), o4.stride(2), spb, sps,
         ROT_HALF=half, HEAD_DIM=head_dim, BLOCK=block, BLOCK_P=triton.next_power_of_2(half),
         BLOCK_R=triton.next_power_of_2(rest) if rest else 1, INTERLEAVED=interleaved, HAS_POS=positions is not None,
@@ -184,23 +213,100 @@ def _launch(
     return out
 
 
+def reference(
+    x: torch.Tensor, positions: torch.Tensor | None, offset: int, params: torch.Tensor, rotary_dim: int,
+    interleaved: bool, sign: float = 1.0,
+) -> torch.Tensor:
+    """What the kernel computes, with torch operations (differentiable in ``x``): the kernel's fallback inside the
+    gradient, and its reference in the tests. Arguments as for :func:`rotate`, ``sign`` as in the kernel."""
+    seq, half = x.shape[-2], rotary_dim // 2
+    if positions is None:
+        p = torch.arange(seq, device=x.device, dtype=torch.float64) + offset
+    else:
+        p = positions.to(torch.float64)
+        p = p[:, None, :] if p.dim() == 2 and x.dim() >= 3 else p  # (batch, seq) -> (batch, 1, seq) for 4-D x
+    angles = p[..., None] * params[:half]
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    c = (angles.cos() * params[half]).to(compute)
+    s = (angles.sin() * params[half] * sign).to(compute)
+    xc = x.to(compute)
+    if interleaved:
+        a, b = xc[..., 0:rotary_dim:2], xc[..., 1:rotary_dim:2]
+        rotated = torch.stack([a * c - b * s, b * c + a * s], dim=-1).flatten(-2)
+    else:
+        a, b = xc[..., :half], xc[..., half:rotary_dim]
+        rotated = torch.cat([a * c - b * s, b * c + a * s], dim=-1)
+    return torch.cat([rotated, xc[..., rotary_dim:]], dim=-1).to(x.dtype)
+
+
+#: Parts of the messages of CUDA errors after which the context is unusable ("sticky" errors): they are raised, never
+#: answered by the torch path, which could not run either.
+_STICKY = ("illegal memory access", "illegal address", "misaligned address", "device-side assert",
+           "unspecified launch failure", "illegal instruction", "hardware stack error", "invalid program counter",
+           "uncorrectable ecc", "ecc error")
+
+
+def fatal(error: BaseException) -> bool:
+    """Whether ``error`` must propagate rather than be answered by the torch path: out of memory (the torch path would
+    need memory too) and errors that leave the CUDA context unusable."""
+    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    accelerator_error = getattr(torch, "AcceleratorError", None)
+    if accelerator_error is not None and isinstance(error, accelerator_error):
+        return True
+    message = str(error).lower()
+    return "out of memory" in message or any(part in message for part in _STICKY)
+
+
+def deterministic(error: BaseException) -> bool:
+    """Whether ``error`` will recur for the same kind of call: Triton's compile errors (a GPU it cannot compile for,
+    an out-of-resources configuration) and an installation without a working Triton. Other errors (a launch that failed
+    once) concern their call only."""
+    return type(error).__module__.startswith("triton") or isinstance(error, (ImportError, NotImplementedError)) \
+        or "no kernel image" in str(error)
+
+
+class Unsupported(Exception):
+    """A call the kernel does not take (too many programs for one grid axis): the torch path rotates it, silently."""
+
+
+def _rotate_or_fall_back(
+    x: torch.Tensor, positions: torch.Tensor | None, offset: int, params: torch.Tensor, rotary_dim: int,
+    interleaved: bool, sign: float,
+) -> torch.Tensor:
+    """The gradient's rotation: the kernel, or :func:`reference` where the kernel cannot run (a fatal error
+    propagates). Differentiable when the gradient needs a graph (``create_graph=True``)."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _FusedRope.apply(x, positions, offset, params, rotary_dim, interleaved, sign)
+    try:
+        return _launch(x, positions, offset, params, rotary_dim, interleaved, sign)
+    except Exception as error:  # noqa: BLE001 (see fatal)
+        if fatal(error):
+            raise
+        return reference(x, positions, offset, params, rotary_dim, interleaved, sign)
+
+
 class _FusedRope(torch.autograd.Function):
-    """The kernel with its gradient: RoPE is a rotation (times the attention factor), so the gradient of ``x`` is
-    the upstream gradient rotated back, by the same kernel with the sine negated."""
+    """The kernel with its gradient. RoPE is a rotation ``R`` (times the attention factor ``f``), linear in ``x``: the
+    gradient of ``x`` is ``f R^T g``, the upstream gradient rotated back, which is the same kernel with the sine
+    negated. That backward is itself this function (with the opposite sign) whenever autograd records it
+    (``create_graph=True``), so gradients of every order are exact: the second derivative of a loss through RoPE
+    is ``R^T H R``, computed by the same two rotations. Positions and frequencies get no gradient: callers send
+    positions or frequencies that need one to the torch path."""
 
     @staticmethod
-    def forward(ctx, x, positions, offset, params, rotary_dim, interleaved):  # type: ignore[override]
+    def forward(ctx, x, positions, offset, params, rotary_dim, interleaved, sign):  # type: ignore[override]
         ctx.save_for_backward(*(() if positions is None else (positions,)), params)
-        ctx.has_positions, ctx.offset, ctx.rotary_dim, ctx.interleaved = positions is not None, offset, rotary_dim, \
-            interleaved
-        return _launch(x, positions, offset, params, rotary_dim, interleaved, 1.0)
+        ctx.has_positions, ctx.offset, ctx.rotary_dim, ctx.interleaved, ctx.sign = \
+            positions is not None, offset, rotary_dim, interleaved, sign
+        return _launch(x, positions, offset, params, rotary_dim, interleaved, sign)
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
         saved = ctx.saved_tensors
         positions, params = (saved[0], saved[1]) if ctx.has_positions else (None, saved[0])
-        grad_x = _launch(grad, positions, ctx.offset, params, ctx.rotary_dim, ctx.interleaved, -1.0)
-        return grad_x, None, None, None, None, None
+        grad_x = _rotate_or_fall_back(grad, positions, ctx.offset, params, ctx.rotary_dim, ctx.interleaved, -ctx.sign)
+        return grad_x, None, None, None, None, None, None
 
 
 def rotate(
@@ -210,9 +316,10 @@ def rotate(
     """RoPE of ``x`` (``(..., seq, head_dim)``, floating) in one pass.
 
     ``positions``: ``None`` (rows ``offset, offset + 1, ...``), a ``(seq,)`` tensor or a ``(batch, seq)`` one for 4-D
-    ``x``, integer or float32/float64, on ``x``'s device. ``params``: float64 on ``x``'s device, the
-    ``rotary_dim // 2`` frequencies followed by the attention factor. The caller has checked the shapes; nothing
-    here reads a value back to the host."""
+    ``x``, integer or float32/float64, on ``x``'s device, not requiring a gradient. ``params``: float64 on ``x``'s
+    device, the ``rotary_dim // 2`` frequencies followed by the attention factor, not requiring a gradient. The caller
+    has checked the shapes; nothing here reads a value back to the host. Raises :class:`Unsupported` for a call the
+    kernel does not take, and whatever Triton raises where it fails (the caller decides, with :func:`fatal`)."""
     if torch.is_grad_enabled() and x.requires_grad:
-        return _FusedRope.apply(x, positions, offset, params, rotary_dim, interleaved)
+        return _FusedRope.apply(x, positions, offset, params, rotary_dim, interleaved, 1.0)
     return _launch(x, positions, offset, params, rotary_dim, interleaved, 1.0)

@@ -7,11 +7,14 @@
 
 Compared, on the same input and the same precomputed tables where they take tables:
 
-* ``clone``: ``x.clone()``: allocate a tensor of ``x``'s size, read ``x`` once and write it once. The reference
-  for "one pass over the data", not a lower bound: on the CPU the allocation (a fresh mapping from the operating
-  system for large tensors, page-faulted in on first write) is part of its time; on a GPU PyTorch's caching allocator
-  makes it almost free, and a clone runs at the memory bandwidth;
-* ``copy into preallocated``: ``out.copy_(x)`` into a tensor allocated once: one pass without the allocation;
+* ``clone``: ``x.clone()``: allocate a tensor of ``x``'s size, read ``x`` once and write it once. On a GPU PyTorch's
+  caching allocator makes the allocation almost free, and a clone runs at the memory bandwidth. On the CPU the
+  allocation is part of its time, and what it costs depends on the C library: glibc serves blocks at or above its
+  mmap threshold with fresh pages from the operating system, page-faulted in on first write, and that threshold
+  never rises beyond 32 MiB on a 64-bit system, so a clone of 32 MiB or more is a fresh mapping at every call, one of
+  31 MiB is recycled (:func:`page_faults` counts it);
+* ``copy into preallocated``: ``out.copy_(x)`` into a tensor allocated once: one pass without the allocation, the
+  reference that does not depend on the allocator;
 * ``textbook half``: ``x * cos + rotate_half(x) * sin`` with ``cos``/``sin`` duplicated to ``head_dim`` in ``x``'s
   dtype (the GPT-NeoX formulation, and Hugging Face's eager ``apply_rotary_pos_emb``): five operations, five fresh
   temporaries;
@@ -34,14 +37,15 @@ since there the launches and the Python around them are the cost. The bytes each
 (:func:`measure_allocation`, CPU) do not depend on the load at all.
 
 What costs time. On the CPU, elementwise code on a tensor of 32 MiB pays for three things: passes over memory (each
-kernel reads and writes its operands), fresh allocations (a large temporary is a new mapping whose pages fault in on
-first write: on the course machine a clone took about six times a copy into an existing tensor), and the threads
-(every kernel splits its work between the threads and waits for all of them at its end, so on a busy machine many
-small kernels lose more than a few large ones). ``apply_rope``'s half layout runs four kernels on half-width views that
+kernel reads and writes its operands), fresh allocations (with glibc, a temporary of 32 MiB or more is a new mapping
+whose pages fault in on first write), and the threads (every kernel splits its work between the threads and waits for
+all of them at its end, so on a busy machine many small kernels lose more than a few large ones). ``apply_rope``'s half layout runs four kernels on half-width views that
 write into one output (three reads and two writes per element of ``x``, one allocation); the textbook formula five
-kernels and five allocations. On a GPU, every operation is a kernel launch (microseconds each, which dominates a
-decoding step), and a large elementwise kernel runs at the memory bandwidth, so the count of passes is the cost: a
-fused kernel (Triton here, or ``torch.compile``) reads ``x`` once and writes once, as a clone does.
+kernels and five allocations. On a GPU, every kernel is a launch (microseconds each, which dominates a decoding step;
+views launch nothing, :func:`count_operations` tells them apart), and a large elementwise kernel is bound by the memory
+bandwidth, so the bytes moved are the first model of its time (a floor: the H200 measurement the book cites found
+Hugging Face's eager formula at 11 clones in bfloat16 where its bytes predict 5). A fused kernel (Triton here, or
+``torch.compile``) reads ``x`` once and writes once, as a clone does.
 """
 
 from __future__ import annotations
@@ -78,14 +82,19 @@ __all__ = [
     "BenchmarkRow",
     "DECODE_RATIOS",
     "GPU_RATIOS",
+    "HOST_READ_OPERATIONS",
     "MAX_REPEATS",
+    "NO_KERNEL_OPERATIONS",
     "OPTIONAL_RATIOS",
+    "OperationCount",
     "RATIOS",
     "benchmark_ratios",
     "compiled_rope",
     "complex_rope",
+    "count_operations",
     "format_report",
     "measure_allocation",
+    "page_faults",
     "ratio_quantiles",
     "rotate_half",
     "run_decode_benchmark",
@@ -397,6 +406,105 @@ def measure_allocation(fn: Callable[[], object]) -> tuple[int, int]:
         current += event.self_cpu_memory_usage
         peak = max(peak, current)
     return int(allocated), int(peak)
+
+
+def page_faults(fn: Callable[[], object], *, calls: int = 5) -> float | None:
+    """Minor page faults of one call of ``fn`` (the median over ``calls`` calls, after a warm-up call): how many
+    pages of fresh memory the call touched for the first time. Where the C library hands back memory it already
+    holds, a call faults almost no page; where it maps fresh memory from the operating system (glibc does for blocks
+    of 32 MiB and more), every 4 KiB page written faults once. Counted for the whole process
+    (``resource.getrusage``), so PyTorch's worker threads are included; ``None`` where the ``resource`` module does
+    not exist (Windows). ``fn`` is a callable of no arguments, ``calls`` an integer in ``1 ... 1000``."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    calls = check_int("calls", calls, minimum=1, maximum=1000)
+    try:
+        import resource
+    except ImportError:  # pragma: no cover (Windows)
+        return None
+    fn()
+    counts = []
+    for _ in range(calls):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        fn()
+        counts.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    return float(_quantile(counts, 0.5))
+
+
+#: ATen operations that make a view, read metadata or allocate memory: on a GPU none of them launches a kernel.
+NO_KERNEL_OPERATIONS = frozenset({
+    "aten.slice.Tensor", "aten.view.default", "aten.unsqueeze.default", "aten.expand.default", "aten.select.int",
+    "aten.alias.default", "aten.t.default", "aten.transpose.int", "aten.as_strided.default",
+    "aten.view_as_real.default", "aten.view_as_complex.default", "aten._unsafe_view.default", "aten.detach.default",
+    "aten.split.Tensor", "aten.unbind.int", "aten.squeeze.dim", "aten.permute.default", "aten.empty_like.default",
+    "aten.empty.memory_format", "aten.empty_strided.default", "aten.lift_fresh.default", "aten.sym_size.int",
+    "aten.sym_stride.int", "aten.is_same_size.default",
+})
+#: ATen operations that copy a value back to the host: on a GPU each waits for the device to finish its queue.
+HOST_READ_OPERATIONS = frozenset({"aten._local_scalar_dense.default", "aten.equal.default", "aten.is_nonzero.default",
+                                  "aten.item.default"})
+
+
+@dataclass(frozen=True)
+class OperationCount:
+    """The ATen operations one call dispatched, in order (``str`` of each operation), sorted into those that run a
+    kernel, those that only make a view or allocate (:data:`NO_KERNEL_OPERATIONS`) and reads back to the host
+    (:data:`HOST_READ_OPERATIONS`). On a GPU every kernel is a launch and every host read a wait for the device."""
+
+    operations: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.operations, tuple):
+            raise TypeError(f"operations must be a tuple of operation names, got {type(self.operations).__name__}")
+        for i, op in enumerate(self.operations):
+            check_str(f"operations[{i}]", op)
+
+    @property
+    def total(self) -> int:
+        return len(self.operations)
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        return tuple(op for op in self.operations if op not in NO_KERNEL_OPERATIONS and op not in HOST_READ_OPERATIONS)
+
+    @property
+    def no_kernel(self) -> tuple[str, ...]:
+        return tuple(op for op in self.operations if op in NO_KERNEL_OPERATIONS)
+
+    @property
+    def host_reads(self) -> tuple[str, ...]:
+        return tuple(op for op in self.operations if op in HOST_READ_OPERATIONS)
+
+    def short(self) -> str:
+        """``"9 operations: 4 kernels (mul, addcmul_, mul, addcmul_), 5 views or allocations, 0 host reads"``."""
+        names = ", ".join(op.split(".")[1] for op in self.kernels)
+        return (f"{self.total} operations: {len(self.kernels)} kernels ({names}), {len(self.no_kernel)} views or "
+                f"allocations, {len(self.host_reads)} host reads")
+
+
+def count_operations(fn: Callable[[], object], *, warmup: bool = True) -> OperationCount:
+    """The ATen operations one call of ``fn`` dispatches (a ``TorchDispatchMode`` records them), after a first call
+    that fills the caches as a model's first step does (``warmup=False`` counts the first call). ``fn`` is a callable
+    of no arguments."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    check_bool("warmup", warmup)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Record(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.operations: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.operations.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    if warmup:
+        fn()
+    with _Record() as record:
+        fn()
+    return OperationCount(tuple(record.operations))
 
 
 def _one_pass_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

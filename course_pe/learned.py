@@ -34,7 +34,8 @@ class LearnedPositionalEmbedding(nn.Module):
     Args:
         max_positions: number of rows (positions ``0 ... max_positions - 1``).
         d_model: width of each row (any positive integer).
-        init_std: rows are initialised from ``N(0, init_std**2)`` (0.02, as GPT-2 and BERT).
+        init_std: rows are initialised from ``N(0, init_std**2)`` (0.02, as BERT and Hugging Face's GPT-2 do;
+            OpenAI's released GPT-2 code starts its position table at 0.01).
         generator: optional ``torch.Generator`` for a reproducible initialisation.
 
     Shapes:

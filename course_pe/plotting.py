@@ -267,9 +267,24 @@ LABELS_ZH: dict[str, str] = {
     "training length {n}": "训练长度 {n}",
     "entropy rate {floor:.3f}": "熵率 {floor:.3f}",
     # book/part1/sinusoidal.ipynb
-    r"Binary digits of $p$": r"$p$ 的各个二进制位",
+    r"Binary digits of $p$ (red 1, blue 0)": r"$p$ 的各个二进制位（红为 1，蓝为 0）",
     r"bit $j$ (period $2^{{j+1}}$)": r"第 $j$ 位（周期 $2^{{j+1}}$）",
     r"Sinusoidal table, $d_{{\mathrm{{model}}}} = {d}$": r"正弦位置编码表，$d_{{\mathrm{{model}}}} = {d}$",
+    # book/part2/rope_implementation.ipynb
+    "interleaved": "交错布局",
+    "half": "对半布局",
+    r"Pairs share a colour; $P$ moves dimension $2i$ to $i$ and $2i+1$ to $i + d/2$ ($d = {d}$)":
+        r"同色的两格为一对；$P$ 把维度 $2i$ 移到 $i$，把 $2i+1$ 移到 $i + d/2$（$d = {d}$）",
+    "clone": "克隆（clone）",
+    "textbook half": "教科书式对半布局",
+    "textbook half, preallocated": "教科书式对半布局，预分配",
+    "apply_rope half": "apply_rope 对半布局",
+    "complex interleaved": "复数乘法（交错布局）",
+    "apply_rope interleaved": "apply_rope 交错布局",
+    "time per call over a copy into a preallocated tensor (median and IQR of 15 rounds)":
+        "每次调用的时间，以复制到预分配张量为单位（15 轮的中位数与四分位距）",
+    "(1, 16, 4096, 128) float32, 2 threads, load average {load:.1f} on {cores} cores":
+        "(1, 16, 4096, 128) float32，2 个线程，{cores} 个核，平均负载 {load:.1f}",
     # book/part2/relative.ipynb
     "bidirectional (32 buckets)": "双向（32 个桶）",
     "causal (32 buckets)": "因果（32 个桶）",

@@ -33,8 +33,9 @@ have lost three or more decimal digits. ``angle_dtype=torch.float32`` (in :func:
 :class:`RotaryEmbedding`, :func:`rope_cos_sin`, :func:`~course_pe.rope_scaling.rope_frequencies`) reproduces the
 reference numerics instead: the frequencies as Hugging Face computes them for every rope type, the float32
 angles of all three references, the cos and sin of Hugging Face and torchtune, and the rotation's arithmetic
-(Hugging Face's ``x * cos + rotate_half(x) * sin`` in the half layout, torchtune's per-pair formula in the
-interleaved one), bit for bit. Use it to compare with a checkpoint's stored activations; keep the default to
+(Hugging Face's ``x * cos + rotate_half(x) * sin`` in ``x``'s dtype in the half layout; torchtune's per-pair formula
+in the interleaved one, on ``x`` upcast to float32 and cast back as torchtune does), bit for bit for float32, bfloat16
+and float16 inputs. (A float64 input is rotated in float64, where torchtune would first round it to float32.) Use it to compare with a checkpoint's stored activations; keep the default to
 study RoPE itself or to run long contexts. (Meta's ``torch.polar`` computes cos and sin with another routine than
 ``torch.cos``: its tables differ from these in the last bit of about one entry in twenty.)
 ``tests/test_rope.py::test_documented_angle_errors`` measures the numbers of this paragraph again.
@@ -48,6 +49,7 @@ than their offset. No warning is given: such positions are far beyond any contex
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -93,6 +95,7 @@ __all__ = [
     "ROPE_LAYOUTS",
     "RotaryEmbedding",
     "apply_rope",
+    "clear_caches",
     "device_value_checks",
     "half_to_interleaved",
     "interleaved_to_half",
@@ -169,10 +172,31 @@ def _check_offset(x: torch.Tensor, offset: object) -> int | torch.Tensor:
                 f"a per-sequence offset must have shape (batch,) for x of shape (batch, heads, seq, head_dim); got "
                 f"offset of shape {tuple(offset.shape)} and x of shape {tuple(x.shape)}"
             )
+        _check_same_device("offset", offset, x)
         if _values_checked(offset):
             check_index_range("offset", offset, 0, MAX_POSITION - seq + 1)
         return offset.long()
     return check_int("offset", offset, minimum=0, maximum=MAX_POSITION - seq)
+
+
+def _check_dense(name: str, t: torch.Tensor) -> None:
+    """Refuse sparse and nested tensors: RoPE slices the last dimension into pairs, which needs a dense layout."""
+    if t.is_nested or t.layout != torch.strided:
+        kind = "a nested tensor" if t.is_nested else f"a tensor of layout {t.layout}"
+        raise ValueError(f"{name} must be a dense tensor (layout torch.strided), got {kind}; convert it first "
+                         "(to_dense(), or rotate each nested component)")
+
+
+def _check_same_device(name: str, t: torch.Tensor, x: torch.Tensor) -> None:
+    """``t`` must be on ``x``'s device (a meta ``x`` accepts anything: shape inference). Copying it at every call would
+    hide a copy between devices, which waits for the device."""
+    if t.device != x.device and not x.is_meta:
+        raise ValueError(f"{name} is on {t.device} but x is on {x.device}: put {name} on x's device once (a copy "
+                         "between devices at every call would make the host wait for the device)")
+
+
+def _needs_grad(t: torch.Tensor | None) -> bool:
+    return t is not None and t.requires_grad and torch.is_grad_enabled()
 
 
 def _default_positions(x: torch.Tensor, offset: int | torch.Tensor) -> torch.Tensor:
@@ -191,7 +215,7 @@ def _check_position_values(name: str, positions: torch.Tensor) -> None:
     require_values(name, positions)
     if not _values_checked(positions):
         return
-    low, high = positions.min(), positions.max()
+    low, high = positions.detach().min(), positions.detach().max()
     if positions.dtype.is_floating_point:
         bad = float(low) < -MAX_POSITION or float(high) > MAX_POSITION
     else:
@@ -214,8 +238,11 @@ def _check_positions(x: torch.Tensor, positions: object) -> torch.Tensor:
             "pass integer or float32 positions"
         )
     check_tensor("positions", positions, "position", finite=False)
-    _check_finite("positions", positions)
-    _check_position_values("positions", positions)
+    _check_dense("positions", positions)
+    if not x.is_meta:  # a meta x gives a meta result: its positions may be meta too (shape inference)
+        _check_finite("positions", positions)
+        _check_position_values("positions", positions)
+    _check_same_device("positions", positions, x)
     if positions.dim() == 1:
         if positions.shape[0] != seq:
             raise ValueError(
@@ -306,10 +333,11 @@ def rope_cos_sin(
     (on the CPU; see :func:`device_value_checks`).
 
     ``angle_dtype``: ``torch.float64`` (the default) forms each angle ``p * theta`` in float64, within
-    ``|p theta| * 2**-53`` of the product of the given numbers; ``torch.float32`` reproduces the reference numerics
-    of Hugging Face transformers, Meta's Llama code and torchtune bit for bit: positions and ``inv_freq`` rounded to
-    float32, the product, cos, sin and the attention factor in float32 (see the precision note of
-    :mod:`course_pe.rope` for when the difference matters).
+    ``|p theta| * 2**-53`` of the product of the given numbers; ``torch.float32`` reproduces the reference numerics:
+    positions and ``inv_freq`` rounded to float32, the product (the angles of Hugging Face transformers, Meta's Llama
+    code and torchtune, bit for bit), then cos, sin and the attention factor in float32 (Hugging Face's and
+    torchtune's tables bit for bit; Meta's ``torch.polar`` differs in the last bit of about one entry in twenty). See
+    the precision note of :mod:`course_pe.rope` for when the difference matters.
     """
     check_tensor("positions", positions, "position", finite=False)
     require_values("positions", positions)
@@ -327,46 +355,127 @@ def rope_cos_sin(
     return _cos_sin(positions, inv_freq, dtype, attention_factor, angle_dtype)
 
 
-@functools.lru_cache(maxsize=16)
+def _fake_mode_active() -> bool:
+    """Whether a ``FakeTensorMode`` is active (shape propagation, ``torch.export``'s tracing): tensors made now hold
+    no values and must not be kept."""
+    get_mode = getattr(torch._C, "_get_dispatch_mode", None)
+    key = getattr(getattr(torch._C, "_TorchDispatchModeKey", None), "FAKE", None)
+    return get_mode is not None and key is not None and get_mode(key) is not None
+
+
+def _plain(x: torch.Tensor) -> bool:
+    """Whether ``x`` is an ordinary tensor with values (not a fake, functional or other subclass tensor)."""
+    return type(x) in (torch.Tensor, nn.Parameter)
+
+
+def _cacheable(x: torch.Tensor) -> bool:
+    """Whether tables for ``x`` may be read from and kept in the shared caches: eager mode, no fake mode, an ordinary
+    tensor (a fake tensor's tables would be fake and fail every later real call)."""
+    return not _compiling() and _plain(x) and not _fake_mode_active()
+
+
+@contextlib.contextmanager
+def _cache_building():
+    """The context in which cached tables are made: outside inference mode (a table made under
+    ``torch.inference_mode()`` would be an inference tensor, which autograd refuses to save for a later training
+    step) and without autograd history. Inference mode accepts ordinary tensors, so one table serves both."""
+    with torch.inference_mode(False), torch.no_grad():
+        yield
+
+
+#: Default tables are kept for lengths that are powers of two (at least 16): a call of length ``n`` slices the table
+#: of the next power of two, so that prompts of many lengths share at most a dozen tables per device and dtype.
+_MIN_TABLE = 16
+
+
+def _table_length(needed: int) -> int:
+    return min(max(_MIN_TABLE, 1 << max(0, needed - 1).bit_length()), CACHE_LIMIT)
+
+
+@functools.lru_cache(maxsize=64)
 def _default_cos_sin(
     seq: int, rotary_dim: int, base: float, device: torch.device, dtype: torch.dtype, angle_dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin for positions ``0 ... seq - 1`` and default frequencies (read-only, shared)."""
-    inv_freq = _default_inv_freq(rotary_dim, base, angle_dtype)
-    positions = torch.arange(seq, device=device, dtype=torch.float64)
-    return _cos_sin(positions, inv_freq, dtype, 1.0, angle_dtype)
+    with _cache_building():
+        inv_freq = _device_inv_freq(rotary_dim, base, angle_dtype, device)
+        positions = torch.arange(seq, device=device, dtype=torch.float64)
+        return _cos_sin(positions, inv_freq, dtype, 1.0, angle_dtype)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _default_cis(
     seq: int, rotary_dim: int, base: float, device: torch.device, dtype: torch.dtype
 ) -> torch.Tensor:
     """``cos + i sin`` of :func:`_default_cos_sin` (float64 angles) as one complex table, for the interleaved layout."""
-    return torch.complex(*_default_cos_sin(seq, rotary_dim, base, device, dtype, torch.float64))
+    with _cache_building():
+        return torch.complex(*_default_cos_sin(seq, rotary_dim, base, device, dtype, torch.float64))
 
 
 def _default_inv_freq(rotary_dim: int, base: float, angle_dtype: torch.dtype) -> torch.Tensor:
     """float64 default frequencies on the CPU (shared, read-only), those of :func:`rope_frequencies` without its
     argument checks (the callers checked them), so that ``torch.compile`` can trace them."""
-    if _compiling():
+    if not _cacheable_device(torch.device("cpu")):
         return _default_inv_freq_uncached(rotary_dim, base, angle_dtype)
     return _default_inv_freq_cached(rotary_dim, base, angle_dtype)
 
 
 def _default_inv_freq_uncached(rotary_dim: int, base: float, angle_dtype: torch.dtype) -> torch.Tensor:
-    if angle_dtype == torch.float32:
-        return _float32_pow_frequencies(rotary_dim, base).to(torch.float64)
-    return _base_inv_freq(rotary_dim, base)
-
-
-_default_inv_freq_cached = functools.lru_cache(maxsize=32)(_default_inv_freq_uncached)
+    # the master copy lives on the host, whatever the caller's default device (torch.compile cannot enter a device
+    # context; it traces the computation on the default device, the CPU unless set otherwise)
+    with contextlib.nullcontext() if _compiling() else torch.device("cpu"):
+        if angle_dtype == torch.float32:
+            return _float32_pow_frequencies(rotary_dim, base).to(torch.float64)
+        return _base_inv_freq(rotary_dim, base)
 
 
 @functools.lru_cache(maxsize=32)
+def _default_inv_freq_cached(rotary_dim: int, base: float, angle_dtype: torch.dtype) -> torch.Tensor:
+    with _cache_building():
+        return _default_inv_freq_uncached(rotary_dim, base, angle_dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _device_inv_freq_cached(rotary_dim: int, base: float, angle_dtype: torch.dtype, device: torch.device
+                            ) -> torch.Tensor:
+    with _cache_building():
+        return _default_inv_freq_cached(rotary_dim, base, angle_dtype).to(_angle_device(device))
+
+
+def _device_inv_freq(rotary_dim: int, base: float, angle_dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The default frequencies where the angles are formed for ``device``, copied from the host once per device (a
+    copy at every call would wait for the device each time)."""
+    if not _cacheable_device(device):
+        return _default_inv_freq(rotary_dim, base, angle_dtype).to(_angle_device(device))
+    return _device_inv_freq_cached(rotary_dim, base, angle_dtype, device)
+
+
+def _cacheable_device(device: torch.device) -> bool:
+    """Whether tables for ``device`` may be kept: not while ``torch.compile`` traces or a fake mode is active."""
+    del device  # every device's tables may be kept (a meta table is keyed by the meta device and serves meta calls)
+    return not _compiling() and not _fake_mode_active()
+
+
+@functools.lru_cache(maxsize=64)
 def _kernel_params(rotary_dim: int, base: float, device: torch.device) -> torch.Tensor:
     """The fused kernel's parameters for default frequencies: the float64 frequencies and an attention factor 1."""
-    inv_freq = _default_inv_freq(rotary_dim, base, torch.float64)
-    return torch.cat([inv_freq, torch.ones(1, dtype=torch.float64)]).to(device)
+    with _cache_building():
+        inv_freq = _default_inv_freq(rotary_dim, base, torch.float64)
+        return torch.cat([inv_freq, torch.ones(1, dtype=torch.float64)]).to(device)
+
+
+_CACHES = (_default_cos_sin, _default_cis, _default_inv_freq_cached, _device_inv_freq_cached, _kernel_params)
+
+
+def clear_caches() -> None:
+    """Empty the tables this module shares between calls (default cos/sin tables per length, device and dtype, default
+    frequencies and the fused kernel's parameters per device) and forget the fused kernel's failures, e.g. to free
+    device memory or after changing the Triton installation. :class:`RotaryEmbedding` keeps its own tables in
+    buffers (:meth:`RotaryEmbedding.reset_parameters` rebuilds them). Safe at any time: what is needed again is
+    recomputed."""
+    for cache in _CACHES:
+        cache.cache_clear()
+    FUSED_FAILURES.clear()
 
 
 def _transformed(x: torch.Tensor) -> bool:
@@ -378,32 +487,47 @@ def _transformed(x: torch.Tensor) -> bool:
 
 
 def _fused(x: torch.Tensor) -> bool:
-    """Whether :mod:`course_pe._rope_triton` rotates ``x``: a CUDA tensor (or a CPU one under Triton's interpreter,
-    for the tests), Triton installed and working there, eager mode (``torch.compile`` fuses the torch formula
-    itself)."""
-    return (_FUSED_ENABLED and not _compiling() and x.device.type not in FUSED_FAILURES and _rope_triton.usable(x)
+    """Whether :mod:`course_pe._rope_triton` may rotate ``x``: an ordinary CUDA tensor (or a CPU one under Triton's
+    interpreter, for the tests), Triton installed, eager mode (``torch.compile`` fuses the torch formula itself), no
+    fake mode, no ``torch.func`` transform."""
+    return (_FUSED_ENABLED and not _compiling() and _plain(x) and not _fake_mode_active() and _rope_triton.usable(x)
             and not _transformed(x))
 
 
 #: Whether apply_rope and RotaryEmbedding use the fused Triton kernel where it can run (CUDA).
 _FUSED_ENABLED = True
-#: Device types on which the fused kernel failed (a GPU that Triton cannot compile for, a broken installation), with
-#: the error: they use the torch path from then on.
-FUSED_FAILURES: dict[str, str] = {}
+#: Kinds of call (device, dtype, head_dim, rotary_dim, layout, positions' dtype) for which the fused kernel failed with
+#: an error that recurs (Triton cannot compile that kernel here), with the error: they take the torch path from then
+#: on. A failure of another kind (a launch that failed once) concerns its call only. :func:`clear_caches` empties it.
+FUSED_FAILURES: dict[tuple, str] = {}
 
 
 def _run_fused(
     x: torch.Tensor, positions: torch.Tensor | None, offset: int, params: torch.Tensor, rotary_dim: int, layout: str
 ) -> torch.Tensor | None:
-    """The fused kernel's result, or ``None`` (with a warning, once per device type) where it fails: the caller then
-    takes the torch path."""
+    """The fused kernel's result, or ``None`` where the torch path must answer: a call the kernel does not take, or a
+    failure (with a warning). Out of memory and errors that leave the device unusable propagate (the torch path could
+    not run either); a Triton compile error is remembered for its kind of call (:data:`FUSED_FAILURES`)."""
+    key = (x.device.type, x.device.index, x.dtype, x.shape[-1], rotary_dim, layout,
+           None if positions is None else positions.dtype)
+    if key in FUSED_FAILURES:
+        return None
     try:
         return _rope_triton.rotate(x, positions, offset, params, rotary_dim, layout == "interleaved")
+    except _rope_triton.Unsupported:
+        return None
     except Exception as error:  # noqa: BLE001 (Triton's compile and launch errors have no common base class)
+        if _rope_triton.fatal(error):
+            raise
         message = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
-        FUSED_FAILURES[x.device.type] = message
-        warnings.warn(f"course_pe.rope: the fused Triton kernel failed on {x.device.type} ({message}); RoPE takes the "
-                      "torch path there from now on", RuntimeWarning, stacklevel=3)
+        if _rope_triton.deterministic(error):
+            FUSED_FAILURES[key] = message
+            scope = (f"calls of this kind ({x.dtype}, head_dim {x.shape[-1]}, rotary_dim {rotary_dim}, {layout} "
+                     "layout) take the torch path from now on")
+        else:
+            scope = "the torch path rotates this call"
+        warnings.warn(f"course_pe.rope: the fused Triton kernel failed on {x.device} ({message}); {scope}",
+                      RuntimeWarning, stacklevel=3)
         return None
 
 
@@ -423,6 +547,10 @@ def rotate_with_cos_sin(
     check_tensor("x", x, "floating", min_dim=2, finite=False)
     check_tensor("cos", cos, "floating", min_dim=2, finite=False)
     check_tensor("sin", sin, "floating", min_dim=2, finite=False)
+    for name, t in (("x", x), ("cos", cos), ("sin", sin)):
+        _check_dense(name, t)
+    _check_same_device("cos", cos, x)
+    _check_same_device("sin", sin, x)
     if not x.is_meta:  # a real x needs real tables (a meta x gives a meta result from any tables)
         require_values("cos", cos)
         require_values("sin", sin)
@@ -461,29 +589,31 @@ def _rotate(
     """
     half = x.shape[-1] // 2
     compute = x.dtype if x.dtype in _WIDE else torch.float32
-    xc = x if x.dtype == compute else x.to(compute)
     cos, sin = cos.to(device=x.device, dtype=compute), sin.to(device=x.device, dtype=compute)
-    functional = (_compiling() or (torch.is_grad_enabled() and (xc.requires_grad or cos.requires_grad
+    functional = (_compiling() or (torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad
                                                                 or sin.requires_grad))
-                  or _transformed(xc) or _transformed(cos) or _transformed(sin))
+                  or _transformed(x) or _transformed(cos) or _transformed(sin))
     if functional:
+        xc = x if x.dtype == compute else x.to(compute)
         if layout == "interleaved":
             a, b = xc[..., 0::2], xc[..., 1::2]
             out = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
         else:
             a, b = xc[..., :half], xc[..., half:]
             out = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
-    elif layout == "interleaved" and xc.is_contiguous():
+    elif layout == "interleaved" and x.is_contiguous():
         # One fused complex multiply: (a + ib)(cos + i sin). Reads x once, writes the result once.
+        xc = x if x.dtype == compute else x.to(compute)
         z = torch.view_as_complex(xc.view(*xc.shape[:-1], half, 2))
         table = cis if cis is not None else torch.complex(cos, sin)
         out = torch.view_as_real(z * table).view(xc.shape)
     else:
-        out = torch.empty_like(xc, memory_format=torch.contiguous_format)
+        # the products read a bfloat16/float16 x directly and compute in float32 (no float32 copy of x first)
+        out = torch.empty(x.shape, dtype=compute, device=x.device)
         if layout == "interleaved":
-            a, b, out_a, out_b = xc[..., 0::2], xc[..., 1::2], out[..., 0::2], out[..., 1::2]
+            a, b, out_a, out_b = x[..., 0::2], x[..., 1::2], out[..., 0::2], out[..., 1::2]
         else:
-            a, b, out_a, out_b = xc[..., :half], xc[..., half:], out[..., :half], out[..., half:]
+            a, b, out_a, out_b = x[..., :half], x[..., half:], out[..., :half], out[..., half:]
         torch.mul(a, cos, out=out_a)
         out_a.addcmul_(b, sin, value=-1.0)  # a cos - b sin
         torch.mul(b, cos, out=out_b)
@@ -494,17 +624,23 @@ def _rotate(
 def _reference_rotation(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: RopeLayout = "interleaved"
 ) -> torch.Tensor:
-    """The rotation as the reference implementations write it, operation for operation, in ``x``'s dtype (with
-    ``angle_dtype=torch.float32``): half layout ``x * cos + rotate_half(x) * sin`` (Hugging Face's
-    ``apply_rotary_pos_emb``), interleaved ``(a cos - b sin, b cos + a sin)`` per pair (torchtune's arithmetic).
-    Separate multiplications and additions round as theirs do; the fast paths may fuse or reorder them."""
-    cos, sin = cos.to(device=x.device, dtype=x.dtype), sin.to(device=x.device, dtype=x.dtype)
+    """The rotation as the reference implementations write it, operation for operation (with
+    ``angle_dtype=torch.float32``). Half layout: Hugging Face's ``apply_rotary_pos_emb``, ``x * cos + rotate_half(x) *
+    sin`` in ``x``'s dtype (its rotary embedding casts cos and sin to ``x``'s dtype first). Interleaved layout:
+    torchtune's arithmetic ``(a cos - b sin, b cos + a sin)`` per pair, in float32 for float16, bfloat16 and float32
+    inputs (torchtune rotates ``x.float()`` and casts the result back with ``type_as``); a float64 input is rotated in
+    float64 (torchtune would round it to float32 first). Separate multiplications and additions round as theirs do;
+    the fast paths may fuse or reorder them."""
     if layout == "half":
+        cos, sin = cos.to(device=x.device, dtype=x.dtype), sin.to(device=x.device, dtype=x.dtype)
         half = x.shape[-1] // 2
         rotated_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
         return x * torch.cat([cos, cos], dim=-1) + rotated_half * torch.cat([sin, sin], dim=-1)
-    a, b = x[..., 0::2], x[..., 1::2]
-    return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xc = x.to(compute)
+    cos, sin = cos.to(device=x.device, dtype=compute), sin.to(device=x.device, dtype=compute)
+    a, b = xc[..., 0::2], xc[..., 1::2]
+    return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2).to(x.dtype)
 
 
 def _with_passthrough(x: torch.Tensor, rotated: torch.Tensor, rotary_dim: int) -> torch.Tensor:
@@ -548,8 +684,9 @@ def apply_rope(
             ``t`` keys, the new token sits at position ``t``: ``apply_rope(q_new, offset=t)`` uses the cos/sin of row
             ``t`` of the full-sequence call (the results agree to rounding). Must stay 0 when ``positions`` is given.
         angle_dtype: ``torch.float64`` (exact angles, the default) or ``torch.float32`` (the frequencies and angles
-            of Hugging Face, Meta and torchtune, bit for bit); see :func:`rope_cos_sin` and the module's precision
-            note.
+            of Hugging Face, Meta and torchtune, and the rotation of Hugging Face in the half layout and of torchtune
+            in the interleaved one, bit for bit for float32, bfloat16 and float16 ``x``); see :func:`rope_cos_sin`
+            and the module's precision note.
 
     Returns:
         A new tensor of ``x``'s shape, dtype and device: row ``r`` of ``x`` (a vector along the last dimension) at
@@ -558,13 +695,23 @@ def apply_rope(
 
     Cost. A constant number of kernels whatever the length: on the CPU the interleaved layout is one complex product
     and the half layout four kernels on half-width views, with cos/sin tables of the default positions cached per
-    length, device and dtype; on a CUDA GPU with Triton, one fused kernel that computes cos and sin itself (reads
-    ``x`` once, writes once); under ``torch.compile`` the formula is traced as one expression for the compiler to
-    fuse. Nothing is read back to the host for a GPU input (see :func:`device_value_checks` for what that leaves
-    unchecked there).
+    device and dtype (one table per power of two of the length; :func:`clear_caches` empties them); on a CUDA GPU with
+    Triton, one fused kernel that computes cos and sin itself and reads ``x`` once and writes once (its gradient is
+    the same kernel rotating back, differentiable again); under ``torch.compile`` the formula is traced as one
+    expression for the compiler to fuse. On a CUDA GPU nothing is read back to the host and nothing is copied from it
+    after the first call on a device (see :func:`device_value_checks` for what that leaves unchecked); ``positions``,
+    a tensor ``offset`` and ``inv_freq`` must be on ``x``'s device. On Apple's MPS, which has no float64, the float64
+    angles of explicit positions are formed on the CPU: those calls copy the positions to the host and the tables
+    back (default positions use cached tables, formed once); ``angle_dtype=torch.float32`` does the same on MPS.
+
+    Under ``torch.compile(fullgraph=True)`` an argument error is raised by Dynamo as ``Unsupported`` with this
+    function's message in its text and cause (Dynamo cannot return to eager there); without ``fullgraph`` it is the
+    ``ValueError`` or ``TypeError`` itself. Wrong dtypes are ``TypeError`` throughout the package, wrong shapes and
+    values ``ValueError``.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
     check_tensor("x", x, "floating", finite=False)
+    _check_dense("x", x)
     if x.dim() < 2:
         raise ValueError(f"x must be (..., seq, head_dim), got shape {tuple(x.shape)}")
     base = check_positive_float("base", base)
@@ -587,43 +734,42 @@ def apply_rope(
         check_tensor("inv_freq", inv_freq, "floating", finite=False)
         if not x.is_meta:  # a real x is rotated by real angles (a meta x gives a meta result from any frequencies)
             require_values("inv_freq", inv_freq)
+        _check_same_device("inv_freq", inv_freq, x)
         _check_finite("inv_freq", inv_freq)
         if inv_freq.shape != (rotary_dim // 2,):
             raise ValueError(f"inv_freq must have shape ({rotary_dim // 2},), got {tuple(inv_freq.shape)}")
     if positions is not None:
         positions = _check_positions(x, positions)
-    if (angle_dtype == torch.float64 and _fused(x)
-            and not (inv_freq is not None and inv_freq.requires_grad and torch.is_grad_enabled())):
-        # one kernel: angles, cos and sin in float64 inside it, one read of x and one write
+    if angle_dtype == torch.float64 and _fused(x) and not _needs_grad(inv_freq) and not _needs_grad(positions):
+        # one kernel: angles, cos and sin in float64 inside it, one read of x and one write (frequencies or positions
+        # that need a gradient take the torch path, which differentiates them)
         if inv_freq is None:
             params = _kernel_params(rotary_dim, float(base), x.device)
         else:
-            params = torch.cat([inv_freq.to(device=x.device, dtype=torch.float64),
+            params = torch.cat([inv_freq.detach().to(torch.float64),
                                 torch.ones(1, dtype=torch.float64, device=x.device)])
         if isinstance(offset, torch.Tensor):
             positions, offset = _default_positions(x, offset), 0
-        kernel_positions = None if positions is None else positions.to(x.device)
-        out = _run_fused(x, kernel_positions, offset, params, rotary_dim, layout)
+        out = _run_fused(x, positions, offset, params, rotary_dim, layout)
         if out is not None:
             return out
     cis = None
     default_rows = positions is None and isinstance(offset, int)
-    if default_rows and inv_freq is None and offset + x.shape[-2] <= CACHE_LIMIT and not _compiling():
-        # the common case: positions offset ... offset + seq - 1 and default frequencies; tables are cached, and
-        # a later row range (a decoding step at offset t) is a slice of the table of length offset + seq
-        # (a table per length for offset 0; for a later offset, one per power of two, so that a decoding loop does
-        # not build a new table at every step)
-        length = offset + x.shape[-2]
-        if offset:
-            length = min(1 << max(0, length - 1).bit_length(), CACHE_LIMIT)
+    if default_rows and inv_freq is None and offset + x.shape[-2] <= CACHE_LIMIT and _cacheable(x):
+        # the common case: positions offset ... offset + seq - 1 and default frequencies; the rows are a slice of a
+        # cached table whose length is the next power of two (so that prompts of many lengths and the steps of a
+        # decoding loop share a few tables)
+        seq = x.shape[-2]
+        length = _table_length(offset + seq)
         cos, sin = _default_cos_sin(length, rotary_dim, float(base), x.device, table_dtype, angle_dtype)
-        if length != x.shape[-2]:
-            cos, sin = cos[offset:offset + x.shape[-2]], sin[offset:offset + x.shape[-2]]
-        if layout == "interleaved" and angle_dtype == torch.float64 and offset == 0:
-            cis = _default_cis(x.shape[-2], rotary_dim, float(base), x.device, table_dtype)
+        if length != seq:
+            cos, sin = cos[offset:offset + seq], sin[offset:offset + seq]
+        if layout == "interleaved" and angle_dtype == torch.float64:
+            cis = _default_cis(length, rotary_dim, float(base), x.device, table_dtype)
+            cis = cis if length == seq else cis[offset:offset + seq]
     else:
         if inv_freq is None:
-            inv_freq = _default_inv_freq(rotary_dim, float(base), angle_dtype)
+            inv_freq = _device_inv_freq(rotary_dim, float(base), angle_dtype, x.device)
         if positions is None:
             pos = _default_positions(x, offset).to(torch.float64)
             pos = pos.unsqueeze(1) if pos.dim() == 2 else pos
@@ -697,15 +843,21 @@ def permute_qk_weights(
     num_heads: int,
     *,
     to: RopeLayout = "half",
+    rotary_dim: int | None = None,
 ) -> torch.Tensor:
     """Permute the output rows of a query or key projection so that a model trained with one RoPE
     layout gives identical attention scores with the other.
 
     ``weight`` is a floating ``nn.Linear`` weight ``(num_heads * head_dim, in_features)`` or a bias
-    ``(num_heads * head_dim,)`` (other ranks are refused: only the first axis holds heads); heads are contiguous blocks of rows (the usual
-    ``view(batch, seq, heads, head_dim)`` split). Within each head the rows are reordered by
-    :func:`layout_permutation`. Apply it to *both* the query and the key projection (values and the
-    output projection are untouched).
+    ``(num_heads * head_dim,)`` (other ranks are refused: only the first axis holds heads); heads are contiguous
+    blocks of rows (the usual ``view(batch, seq, heads, head_dim)`` split). Within each head the rows are reordered by
+    :func:`layout_permutation`. Apply it to *both* the query and the key projection (and their biases, if any; values
+    and the output projection are untouched). With grouped-query attention pass each projection's own number of heads
+    (the key projection's key-value heads).
+
+    ``rotary_dim`` (partial rotary, e.g. GPT-J's 64 of 256 dimensions): only the first ``rotary_dim`` rows of each
+    head are rotated, so only they are permuted, by ``layout_permutation(rotary_dim)``; the others keep their place.
+    Default: all of ``head_dim``.
 
     Why it works: if ``P`` permutes dimensions so that ``rope_half(P v) = P rope_interleaved(v)`` for
     every ``v``, then ``<rope_half(P q), rope_half(P k)> = <P rope_i(q), P rope_i(k)> = <rope_i(q), rope_i(k)>``.
@@ -717,8 +869,14 @@ def permute_qk_weights(
     if rows % num_heads:
         raise ValueError(f"weight has {rows} rows, not divisible by num_heads={num_heads}")
     head_dim = rows // num_heads
-    check_even("head_dim (rows of weight per head)", head_dim)
-    perm = layout_permutation(head_dim, to=to).to(weight.device)
+    if rotary_dim is None:
+        rotary_dim = check_even(f"head_dim (rows of weight per head: {rows} rows / num_heads={num_heads})", head_dim)
+    else:
+        rotary_dim = check_even("rotary_dim", rotary_dim)
+        if rotary_dim > head_dim:
+            raise ValueError(f"rotary_dim ({rotary_dim}) exceeds head_dim ({head_dim} = {rows} rows / {num_heads} "
+                             "heads)")
+    perm = torch.cat([layout_permutation(rotary_dim, to=to), torch.arange(rotary_dim, head_dim)]).to(weight.device)
     w = weight.reshape(num_heads, head_dim, *weight.shape[1:])
     return w[:, perm].reshape(weight.shape).clone()
 
@@ -748,7 +906,12 @@ class RotaryEmbedding(nn.Module):
     two) when a larger position is requested, but never beyond ``cache_limit = max(max_positions,
     CACHE_LIMIT)`` positions: a call that needs a position past that limit gets cos and sin computed for
     its own positions only, so memory follows the number of positions, not their values. The cache is
-    rebuilt on the input's device if the module was not moved.
+    rebuilt on the input's device if the module was not moved, and rebuilt once on a device it was moved to (after
+    ``to_empty``, whose buffers hold uninitialised memory, that is what makes the module correct; PyTorch's
+    convention is to call :meth:`reset_parameters`, which does it at once). Built under ``torch.device("meta")`` it
+    rotates meta tensors (shape inference). Tables made under ``torch.inference_mode()`` are ordinary tensors, so an
+    evaluation pass does not stop a later training step; calls under ``torch.compile`` or a ``FakeTensorMode`` leave
+    the module unchanged.
 
     With :class:`~course_pe.rope_scaling.DynamicNTKScaling` the frequencies depend on the current length ``L'``
     (``max(positions) + 1``, or the ``seq_len`` given to :meth:`forward`/:meth:`cos_sin`): an input longer than
@@ -808,42 +971,79 @@ class RotaryEmbedding(nn.Module):
         self.base = check_positive_float("base", base)
         self.layout = check_choice("layout", layout, ROPE_LAYOUTS)
         self.scaling = scaling
-        max_positions = check_positive_int("max_positions", max_positions)
+        self.max_positions = check_positive_int("max_positions", max_positions)
         # float64 positions, angles, cos and sin (and their float32 angles in reference mode)
         check_memory("head_dim (rotary_dim) and max_positions", 5 * 8 * max_positions * (self.rotary_dim // 2 + 1),
                      f"a cos/sin cache of {max_positions} positions x {self.rotary_dim // 2} pairs")
         self.cache_limit = max(max_positions, CACHE_LIMIT)
-        inv_freq, factor = rope_frequencies(
-            self.rotary_dim, base=self.base, scaling=scaling, dtype=torch.float64, angle_dtype=self.angle_dtype
-        )
+        with torch.device("cpu"):  # the float64 master copies live on the host, even when built under meta
+            inv_freq, factor = rope_frequencies(
+                self.rotary_dim, base=self.base, scaling=scaling, dtype=torch.float64, angle_dtype=self.angle_dtype
+            )
+            # the frequencies a length-dependent scaling switches between (the grown ones of dynamic NTK are
+            # computed for each length): kept so that torch.compile need not call rope_frequencies
+            self._inv_freq_long = (_module_frequencies(self.rotary_dim, self.base, scaling,
+                                                       scaling.original_max_positions + 1, self.angle_dtype)[0]
+                                   if isinstance(scaling, LongRoPEScaling) else None)
         self.attention_factor = factor
-        self._freq_seq_len: int | None = None  # the seq_len the current inv_freq was built for (dynamic NTK)
-        # float64 master copy (a plain attribute, so Module.to(dtype) cannot round it); the buffer is the
-        # float32 view that checkpoints and other libraries expose.
-        self._inv_freq64 = inv_freq
-        # the frequencies a length-dependent scaling switches between (the grown ones of dynamic NTK are computed
-        # for each length): kept so that torch.compile need not call rope_frequencies
         self._inv_freq_original = inv_freq
-        self._inv_freq_long = (_module_frequencies(self.rotary_dim, self.base, scaling,
-                                                   scaling.original_max_positions + 1, self.angle_dtype)[0]
-                               if isinstance(scaling, LongRoPEScaling) else None)
+        self._freq_seq_len: int | None = None  # the length the current frequencies were built for (None: original)
+        # the current float64 frequencies (a plain attribute, so Module.to(dtype) cannot round them): on the host, or
+        # for dynamic NTK beyond the original length on the device where they were computed
+        self._inv_freq64 = inv_freq
         self._freq_cache = _DeviceCache()  # frequencies and kernel parameters on each device (a cache, not state)
         self._cache_freq: int | None = None  # the _freq_seq_len the cos/sin buffers were built for
-        self.register_buffer("inv_freq", inv_freq.to(torch.float32), persistent=False)
-        self.register_buffer("cos_cached", torch.empty(0), persistent=False)
-        self.register_buffer("sin_cached", torch.empty(0), persistent=False)
-        self._build_cache(max_positions, self.inv_freq.device)
+        self._built_device: torch.device | None = None  # where the buffers' values were computed
+        device = torch.empty(0).device  # the default device (meta under torch.device("meta"))
+        # the buffer is the float32 view of the frequencies that checkpoints and other libraries expose
+        self.register_buffer("inv_freq", torch.empty(0, device=device), persistent=False)
+        self.register_buffer("cos_cached", torch.empty(0, device=device), persistent=False)
+        self.register_buffer("sin_cached", torch.empty(0, device=device), persistent=False)
+        self._build_cache(max_positions, device)
 
     @property
     def cached_positions(self) -> int:
         return int(self.cos_cached.shape[0])
 
+    def reset_parameters(self) -> None:
+        """Recompute the frequencies and the cos/sin buffers on the device the buffers are on.
+
+        RoPE has no parameters; its buffers are a function of the configuration. This is the method PyTorch's
+        convention calls after ``module.to_empty(device=...)`` (a model built under ``torch.device("meta")``, then
+        given uninitialised memory), as for ``nn.Linear``. :meth:`forward` also rebuilds, by itself, buffers that were
+        not computed on the device they are on (after ``to_empty`` or a move), so forgetting the call is not a silent
+        error; under ``torch.compile`` such buffers are not read (the rows are computed for the call)."""
+        device = self.cos_cached.device
+        self._freq_seq_len = None
+        self._inv_freq64 = self._inv_freq_original
+        self._freq_cache.clear()
+        self._build_cache(max(self.cached_positions, self.max_positions), device)
+
+    def _stateful(self) -> bool:
+        """Whether this call may change the module's caches: eager mode, no fake mode (``torch.compile`` and fake
+        tracing compute what they need for the call and leave the module as it is)."""
+        return not _compiling() and not _fake_mode_active()
+
     def _build_cache(self, length: int, device: torch.device) -> None:
-        positions = torch.arange(length, device=device, dtype=torch.float64)
-        self.cos_cached, self.sin_cached = _cos_sin(
-            positions, self._inv_freq64.to(device), torch.float64, self.attention_factor, self.angle_dtype
-        )
+        with _cache_building():
+            inv_freq = self._device_frequencies(device)
+            positions = torch.arange(length, device=device, dtype=torch.float64)
+            self.cos_cached, self.sin_cached = _cos_sin(
+                positions, inv_freq, torch.float64, self.attention_factor, self.angle_dtype)
+            self.inv_freq = inv_freq.to(device=device, dtype=torch.float32)
         self._cache_freq = self._freq_seq_len
+        self._built_device = device
+
+    def _tables_valid(self, device: torch.device) -> bool:
+        """Whether the cos/sin buffers hold the current frequencies' tables on ``device``: computed there (not moved
+        by ``to_empty``), in float64 (not rounded by ``.half()``), for the current frequencies."""
+        return (self.cos_cached.device == device and self._built_device == device
+                and self.cos_cached.dtype == torch.float64 and self._cache_freq == self._freq_seq_len)
+
+    def _per_call_rows(self) -> bool:
+        """Dynamic NTK beyond its original length: new frequencies for every length, so the rows of each call are
+        computed for that call (as Hugging Face's module does) instead of rebuilding a whole table per step."""
+        return isinstance(self.scaling, DynamicNTKScaling) and self._freq_seq_len is not None
 
     def _wanted_length(self, seq_len: int) -> int | None:
         """The length the frequencies of a length-dependent scaling are built for (``None``: the original ones)."""
@@ -857,67 +1057,74 @@ class RotaryEmbedding(nn.Module):
 
     def _update_frequencies(self, seq_len: int, device: torch.device, *, rebuild: bool = True) -> None:
         """Length-dependent scalings: dynamic NTK recomputes its frequencies for every length beyond the original
-        maximum; LongRoPE switches from its short to its long factors there (and back for a shorter input). With
-        ``rebuild`` the cos/sin buffers follow at once; without (the fused kernel needs only the frequencies) they
-        are rebuilt when next read."""
+        maximum, on ``device`` (no copy from the host, so no wait in a decoding loop); LongRoPE switches from its
+        short to its long factors there (and back for a shorter input). With ``rebuild`` the cos/sin buffers of a
+        fixed set of frequencies follow at once; otherwise they are rebuilt when next read."""
         wanted = self._wanted_length(seq_len)
         if wanted == self._freq_seq_len:
             return
-        inv_freq, _ = _module_frequencies(self.rotary_dim, self.base, self.scaling, wanted, self.angle_dtype)
-        self._inv_freq64 = inv_freq
-        self.inv_freq = inv_freq.to(device=device, dtype=torch.float32)
+        for key in [k for k in self._freq_cache if isinstance(self.scaling, DynamicNTKScaling) and k[1] is not None]:
+            del self._freq_cache[key]  # the frequencies of earlier lengths are not needed again
         self._freq_seq_len = wanted
-        self._freq_cache.clear()
-        if rebuild:
+        inv_freq = self._device_frequencies(device)
+        self._inv_freq64 = inv_freq
+        with _cache_building():
+            self.inv_freq = inv_freq.to(device=device, dtype=torch.float32)
+        if rebuild and not self._per_call_rows():
             self._build_cache(min(max(seq_len, self.cached_positions), self.cache_limit), device)
 
     def _ensure_cache(self, needed: int, device: torch.device) -> None:
         """Buffers that cover positions ``0 ... needed - 1`` (``needed <= cache_limit``) on ``device``, in float64,
         for the current frequencies; grown by powers of two."""
-        stale = (self.cos_cached.device != device or self.cos_cached.dtype != torch.float64  # e.g. after .half()
-                 or self._cache_freq != self._freq_seq_len)
-        if needed > self.cached_positions or stale:
+        if needed > self.cached_positions or not self._tables_valid(device):
             length = max(needed, self.cached_positions)
             self._build_cache(min(1 << math.ceil(math.log2(length)), self.cache_limit), device)
 
-    def _frequencies_for(self, wanted: int | None | torch.Tensor) -> torch.Tensor:
+    def _frequencies_for(self, wanted: int | None | torch.Tensor, device: torch.device | None = None
+                         ) -> torch.Tensor:
         """float64 frequencies for the length ``wanted`` (:meth:`_wanted_length`; a Python int, ``None`` for the
-        original frequencies, or a 0-d tensor for dynamic NTK), on the CPU or ``wanted``'s device, computed with torch
-        operations only (``torch.compile`` traces them; :func:`~course_pe.rope_scaling.rope_frequencies` checks its
-        arguments with host calls that it cannot trace). Equal to :func:`_module_frequencies` bit for bit for an
-        int length."""
+        original frequencies, or a 0-d tensor for dynamic NTK) on ``device`` (``wanted``'s device for a tensor; the
+        CPU by default), computed with torch operations only: ``torch.compile`` traces them, and on an accelerator no
+        value is copied from the host (:func:`~course_pe.rope_scaling.rope_frequencies` checks its arguments with host
+        calls). Equal to :func:`_module_frequencies` bit for bit for an int length on the CPU."""
+        if isinstance(wanted, torch.Tensor):
+            device = wanted.device
+        device = torch.device("cpu") if device is None else device
         if wanted is None:
-            return self._inv_freq_original
+            return self._inv_freq_original.to(device)
         if isinstance(self.scaling, LongRoPEScaling):
-            return self._inv_freq_long
+            return self._inv_freq_long.to(device)
         scaling, rotary_dim = self.scaling, self.rotary_dim
         assert isinstance(scaling, DynamicNTKScaling)
         original = scaling.original_max_positions
-        device = wanted.device if isinstance(wanted, torch.Tensor) else None
         if self.angle_dtype == torch.float32:  # transformers' float32 tensor arithmetic (see _module_frequencies)
-            length = wanted if isinstance(wanted, torch.Tensor) else torch.tensor(wanted)
-            current = torch.maximum(length.long(), torch.tensor(original, dtype=torch.int64, device=device))
+            length = wanted if isinstance(wanted, torch.Tensor) else torch.full((), wanted, dtype=torch.int64,
+                                                                                 device=device)
+            current = length.long().clamp_min(original)
             new_base = self.base * ((scaling.factor * current / original) - (scaling.factor - 1)) ** (
                 rotary_dim / (rotary_dim - 2))
             exponent = torch.arange(0, rotary_dim, 2, dtype=torch.int64, device=device).to(torch.float32) / rotary_dim
             return (1.0 / (new_base**exponent)).to(torch.float64)
         # the float64 formula of rope_scaling._dynamic_ntk (Python floats for an int length, as there)
-        stretch = scaling.factor * (wanted.to(torch.float64) if device is not None else wanted) / original \
-            - (scaling.factor - 1.0)
+        stretch = scaling.factor * (wanted.to(torch.float64) if isinstance(wanted, torch.Tensor) else wanted) \
+            / original - (scaling.factor - 1.0)
         new_base = self.base * stretch ** (rotary_dim / (rotary_dim - 2))
         pair = torch.arange(rotary_dim // 2, dtype=torch.float64, device=device)
         return new_base ** (-2.0 * pair / rotary_dim)
 
     def _device_frequencies(self, device: torch.device, seq_len: int | None = None) -> torch.Tensor:
-        """float64 frequencies on ``device``: the current ones, or (a length-dependent scaling) those for ``seq_len``.
-        Kept per device until the frequencies change (not under ``torch.compile``, which does not change the module)."""
+        """float64 frequencies where the angles for ``device`` are formed: the current ones, or (a length-dependent
+        scaling) those for ``seq_len``. Kept per device until the frequencies change (not under ``torch.compile`` or
+        fake tracing, which do not change the module): a copy from the host at every call would wait for the
+        device."""
         wanted = self._freq_seq_len if seq_len is None else self._wanted_length(seq_len)
-        if _compiling():
-            return self._frequencies_for(wanted).to(_angle_device(device))
-        key = ("inv_freq", wanted, device)
+        where = _angle_device(device)
+        if not self._stateful():
+            return self._frequencies_for(wanted, where)
+        key = ("inv_freq", wanted, where)
         if key not in self._freq_cache:
-            inv_freq = self._inv_freq64 if wanted == self._freq_seq_len else self._frequencies_for(wanted)
-            self._freq_cache[key] = inv_freq.to(_angle_device(device))
+            with _cache_building():
+                self._freq_cache[key] = self._frequencies_for(wanted, where)
         return self._freq_cache[key]
 
     def _length_frequencies(self, positions: torch.Tensor, seq_len: int | None) -> torch.Tensor:
@@ -937,11 +1144,13 @@ class RotaryEmbedding(nn.Module):
         return torch.where(length > original, grown, short)
 
     def _kernel_params(self, device: torch.device) -> torch.Tensor:
-        """The fused kernel's parameters on ``device``: the current float64 frequencies and the attention factor."""
+        """The fused kernel's parameters on ``device``: the current float64 frequencies and the attention factor,
+        made on the device (a fill, not a copy from the host)."""
         key = ("kernel", self._freq_seq_len, device)
         if key not in self._freq_cache:
-            self._freq_cache[key] = torch.cat(
-                [self._inv_freq64, torch.tensor([self.attention_factor], dtype=torch.float64)]).to(device)
+            with _cache_building():
+                self._freq_cache[key] = torch.cat([self._device_frequencies(device).to(device), torch.full(
+                    (1,), self.attention_factor, dtype=torch.float64, device=device)])
         return self._freq_cache[key]
 
     #: Attributes whose effect lives in the cos/sin buffers. :func:`~course_pe.training.train_seeds` lets them differ
@@ -949,6 +1158,9 @@ class RotaryEmbedding(nn.Module):
     #: to rebuild the buffers from them (see :meth:`_cos_sin_transformed`).
     _seed_stackable_attributes = frozenset({"scaling", "attention_factor", "_inv_freq64", "_freq_seq_len",
                                             "_cache_freq", "_inv_freq_original", "_inv_freq_long"})
+    #: Attributes that are caches, not configuration: two modules of one configuration may differ in them (one has
+    #: seen longer inputs, or runs on another device); :func:`~course_pe.training.evaluate_seeds` ignores them.
+    _cache_attributes = frozenset({"_inv_freq64", "_freq_seq_len", "_cache_freq", "_freq_cache", "_built_device"})
 
     def _cos_sin_transformed(
         self, positions: torch.Tensor, needed: int, length: int
@@ -960,7 +1172,7 @@ class RotaryEmbedding(nn.Module):
         every model's from ``models[0]``'s scaling, so it is refused."""
         wanted = self._wanted_length(length)
         if (wanted == self._freq_seq_len and self._cache_freq == self._freq_seq_len
-                and needed <= self.cached_positions):
+                and needed <= self.cached_positions and self._built_device == self.cos_cached.device):
             return self.cos_cached[positions], self.sin_cached[positions]
         if _transformed(self.cos_cached):
             reason = (f"new frequencies (length {length}, scaling {self.scaling!r})" if wanted != self._freq_seq_len
@@ -971,11 +1183,8 @@ class RotaryEmbedding(nn.Module):
                 "for every model. Give every model a cache that covers the input (max_positions >= the input "
                 "length) and a scaling that does not depend on the length, or train the models separately"
             )
-        inv_freq = self._inv_freq64
-        if wanted != self._freq_seq_len:
-            inv_freq, _ = _module_frequencies(self.rotary_dim, self.base, self.scaling, wanted, self.angle_dtype)
-        return _cos_sin(positions, inv_freq.to(positions.device), torch.float64, self.attention_factor,
-                        self.angle_dtype)
+        inv_freq = self._frequencies_for(wanted, _angle_device(positions.device))
+        return _cos_sin(positions, inv_freq, torch.float64, self.attention_factor, self.angle_dtype)
 
     def cos_sin(self, positions: torch.Tensor, *, seq_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """float64 ``cos`` and ``sin`` at ``positions``, shape ``positions.shape + (rotary_dim // 2,)``.
@@ -986,8 +1195,16 @@ class RotaryEmbedding(nn.Module):
         cache (on a GPU, one wait for the device); :meth:`forward` does not.
         """
         check_tensor("positions", positions, "position")
+        _check_dense("positions", positions)
+        self._restore_if_moved()
         return self._cos_sin(positions, seq_len,
                              transformed=_transformed(positions) or _transformed(self.cos_cached))
+
+    def _restore_if_moved(self) -> None:
+        """Rebuild buffers whose values were not computed where they are (after ``to_empty``, or built on the meta
+        device): :meth:`reset_parameters`, once (eager mode only)."""
+        if self._stateful() and self._built_device != self.cos_cached.device and not _transformed(self.cos_cached):
+            self.reset_parameters()
 
     def _cos_sin(
         self, positions: torch.Tensor, seq_len: int | None, *, transformed: bool, tables: bool = True
@@ -1016,9 +1233,9 @@ class RotaryEmbedding(nn.Module):
         self._update_frequencies(seq_len if seq_len is not None else needed, device, rebuild=tables)
         if not tables:
             return None
-        if needed > self.cache_limit:
-            # past the bounded cache: compute cos/sin for these positions only (memory ~ positions.numel())
-            return _cos_sin(positions, self._inv_freq64.to(device), torch.float64, self.attention_factor,
+        if needed > self.cache_limit or self._per_call_rows():
+            # past the bounded cache, or frequencies of this length only: cos/sin for these positions only
+            return _cos_sin(positions, self._device_frequencies(device), torch.float64, self.attention_factor,
                             self.angle_dtype)
         self._ensure_cache(needed, device)
         return self.cos_cached[positions], self.sin_cached[positions]
@@ -1027,21 +1244,21 @@ class RotaryEmbedding(nn.Module):
         self, offset: int, seq: int, length: int, device: torch.device
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """float64 cos/sin of the rows ``offset ... offset + seq - 1``, with the frequencies for the current length
-        ``length``: a slice of the buffers (grown if needed), or computed for the call beyond ``cache_limit`` and under
-        ``torch.compile`` (where the module's state is not changed). Python integers only: no value is read."""
+        ``length``: a slice of the buffers (grown if needed), or computed for the call beyond ``cache_limit``, for
+        dynamic NTK beyond its original length, and under ``torch.compile`` or fake tracing (where the module's state
+        is not changed). Python integers only: no value is read."""
         needed = offset + seq
-        if _compiling():
+        if not self._stateful():
             wanted = self._wanted_length(length)
-            if (wanted == self._freq_seq_len == self._cache_freq and needed <= self.cached_positions
-                    and self.cos_cached.device == device and self.cos_cached.dtype == torch.float64):
+            if wanted == self._freq_seq_len and needed <= self.cached_positions and self._tables_valid(device):
                 return self.cos_cached[offset:needed], self.sin_cached[offset:needed]
             rows = torch.arange(offset, needed, device=device, dtype=torch.float64)
             return _cos_sin(rows, self._device_frequencies(device, length), torch.float64, self.attention_factor,
                             self.angle_dtype)
         self._update_frequencies(length, device)
-        if needed > self.cache_limit:
+        if needed > self.cache_limit or self._per_call_rows():
             rows = torch.arange(offset, needed, device=device, dtype=torch.float64)
-            return _cos_sin(rows, self._inv_freq64.to(device), torch.float64, self.attention_factor,
+            return _cos_sin(rows, self._device_frequencies(device), torch.float64, self.attention_factor,
                             self.angle_dtype)
         self._ensure_cache(needed, device)
         return self.cos_cached[offset:needed], self.sin_cached[offset:needed]
@@ -1067,15 +1284,21 @@ class RotaryEmbedding(nn.Module):
 
         Cost and checks. Without ``positions`` (or with an int ``offset``) the rows are a slice of the cos/sin buffers;
         on a CUDA GPU with Triton one fused kernel computes cos and sin itself. With ``positions`` on the CPU in eager
-        mode, they are checked (integral, ``>= 0``, at most ``2**53``) and looked up in the buffers; on a GPU and under
-        ``torch.compile`` they are not read back to the host: cos and sin are computed from them on the device (and a
-        length-dependent scaling picks its frequencies there), so a decode step costs a constant number of kernels
-        and no synchronisation. See :func:`device_value_checks`.
+        mode, they are checked (integral, ``>= 0``, at most ``2**53``) and looked up in the buffers; on a GPU, under
+        ``torch.compile`` and under ``vmap`` over positions they are not read back to the host: cos and sin are
+        computed from them on the device (and a length-dependent scaling picks its frequencies there), so a decode step
+        costs a constant number of kernels and no synchronisation. Dynamic NTK beyond its original length computes new
+        frequencies on the device at every length and the cos/sin of the call's rows only (no table per step).
+        ``positions`` and a tensor ``offset`` must be on ``x``'s device. On MPS (no float64) the float64 angles of
+        explicit positions are formed on the CPU (a copy each way per call). See :func:`device_value_checks`.
         """
         check_tensor("x", x, "floating", min_dim=2, finite=False)
-        if x.is_meta:
-            raise ValueError("x is a meta tensor: RotaryEmbedding reads rows of its cos/sin cache on x's device, "
-                             "which needs a real device (apply_rope works on meta tensors)")
+        _check_dense("x", x)
+        if x.is_meta and not self.cos_cached.is_meta:
+            raise ValueError("x is a meta tensor but the module's buffers are not: RotaryEmbedding reads rows of its "
+                             "cos/sin cache on x's device, so a meta x needs a module built on the meta device "
+                             "(with torch.device('meta'): ..., for shape inference) or .to('meta'); apply_rope works "
+                             "on meta tensors")
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x must have last dimension head_dim={self.head_dim}, got shape {tuple(x.shape)}")
         offset = _check_offset(x, offset)
@@ -1084,8 +1307,8 @@ class RotaryEmbedding(nn.Module):
                 raise ValueError("offset applies to the default positions only; with explicit positions leave "
                                  "offset=0 (add the offset to the positions instead)")
             _check_positions(x, positions)
-            require_values("positions", positions)
-            positions = positions.to(x.device)
+            if not x.is_meta:
+                require_values("positions", positions)
         if seq_len is not None:
             seq_len = check_int("seq_len", seq_len, minimum=1, maximum=MAX_POSITION + 1)
         seq = x.shape[-2]
@@ -1094,7 +1317,10 @@ class RotaryEmbedding(nn.Module):
         # so the buffers and positions are looked at too, not x alone
         transformed = _transformed(x) or _transformed(self.cos_cached) or (
             positions is not None and _transformed(positions))
-        fused = not transformed and self.angle_dtype == torch.float64 and _fused(x)
+        if not transformed:
+            self._restore_if_moved()
+        fused = (not transformed and self.angle_dtype == torch.float64 and _fused(x)
+                 and not _needs_grad(positions))  # positions that need a gradient take the torch path
         if rotate_rows and not transformed:
             length = seq_len if seq_len is not None else offset + seq
             if fused:
@@ -1106,14 +1332,18 @@ class RotaryEmbedding(nn.Module):
         else:
             if positions is None:
                 positions = _default_positions(x, offset)
-            if transformed or _values_checked(positions):
+            # read the positions: on the CPU in eager mode, and inside train_seeds' vmap over models (positions
+            # shared); not on a GPU, under torch.compile, or when the positions themselves are batched by vmap
+            read = (_values_checked(positions) or transformed) and not (
+                _transformed(positions) and not _transformed(self.cos_cached))
+            if read:
                 if fused:  # checked here, rotated by the kernel
                     self._cos_sin(positions, seq_len, transformed=False, tables=False)
                     out = _run_fused(x, positions, 0, self._kernel_params(x.device), self.rotary_dim, self.layout)
                     if out is not None:
                         return out
                 cos, sin = self._cos_sin(positions, seq_len, transformed=transformed)  # type: ignore[misc]
-            else:  # a GPU or torch.compile: nothing read back to the host
+            else:  # a GPU, torch.compile or vmap over positions: nothing read back to the host
                 length_dependent = isinstance(self.scaling, (DynamicNTKScaling, LongRoPEScaling))
                 if fused:
                     if length_dependent:

@@ -371,25 +371,28 @@ def _same_value(a: object, b: object) -> bool:
         return repr(a) == repr(b)
 
 
-def _configuration_difference(first: nn.Module, other: nn.Module) -> str | None:
+def _configuration_difference(first: nn.Module, other: nn.Module, *, evaluating: bool = False) -> str | None:
     """The first plain attribute (``causal``, ``layout``, ``scale``, ``scaling``, ...) of a submodule of ``other`` that
     differs from ``first``'s, as ``"name: a vs b"``; ``None`` if all agree. ``train_seeds`` runs every model with the
     attributes of ``models[0]``, so they must agree, except those a module declares as living in its buffers
     (``_seed_stackable_attributes``: RoPE's scaling, whose cos/sin caches are stacked per model) when no call has to
-    rebuild those buffers: that holds for a fixed scaling, not for a scaling that depends on the length."""
-    for (name, a), (_, b) in zip(first.named_modules(), other.named_modules()):
+    rebuild those buffers: that holds for a fixed scaling, not for a scaling that depends on the length.
+    With ``evaluating`` (``evaluate_seeds``, which runs each model by itself) every configuration attribute must agree
+    and only caches (``_cache_attributes``: what a module computed for the inputs it has seen) may differ."""
+    for (name, a), (other_name, b) in zip(first.named_modules(), other.named_modules()):
         where = f".{name}" if name else ""
-        if type(a) is not type(b):
-            return f"{where or 'the model'} is a {type(b).__name__}, not a {type(a).__name__}"
+        if type(a) is not type(b) or name != other_name:
+            return f"{where or 'the model'} is a {type(b).__name__} ({other_name or 'the model'}), not a {type(a).__name__}"
         stackable = getattr(type(a), "_seed_stackable_attributes", frozenset())
-        keys = (set(vars(a)) | set(vars(b))) - _MODULE_INTERNALS
-        for key in sorted(keys):
+        caches = getattr(type(a), "_cache_attributes", frozenset()) if evaluating else frozenset()
+        keys = (set(vars(a)) | set(vars(b))) - _MODULE_INTERNALS - caches
+        for key in sorted(keys, key=lambda k: (k.startswith("_"), k)):  # public attributes (base, layout) first
             if key not in vars(a) or key not in vars(b):
                 return f"{where}.{key}: present in one model only"
             va, vb = vars(a)[key], vars(b)[key]
             if _same_value(va, vb):
                 continue
-            if key in stackable:
+            if key in stackable and not evaluating:
                 length_dependent = (DynamicNTKScaling, LongRoPEScaling)
                 if not (isinstance(getattr(a, "scaling", None), length_dependent)
                         or isinstance(getattr(b, "scaling", None), length_dependent)):
@@ -399,6 +402,8 @@ def _configuration_difference(first: nn.Module, other: nn.Module) -> str | None:
             shown_a, shown_b = (repr(v) if not isinstance(v, torch.Tensor) else f"a tensor {tuple(v.shape)}"
                                 for v in (va, vb))
             return f"{where}.{key}: {shown_a[:200]} vs {shown_b[:200]}"
+    if len(list(first.modules())) != len(list(other.modules())):
+        return "the models have different numbers of submodules"
     return None
 
 
@@ -562,8 +567,10 @@ def evaluate_seeds(
 ) -> list[PositionReport]:
     """:func:`evaluate_by_position` for each model, on the same evaluation data (paired comparisons).
 
-    ``models`` are seeds of one configuration: the same class with the same parameter names and shapes (models of
-    different architectures are refused with a ``ValueError``; evaluate them with one call each)."""
+    ``models`` are seeds of one configuration: the same class, the same submodules, the same parameter names and
+    shapes and the same configuration (position encoding, RoPE base, layout and scaling, causal masking, ...; only
+    the weights and caches may differ). Models of different architectures or configurations, same-shaped ones
+    included, are refused with a ``ValueError`` naming the first difference; evaluate them with one call each."""
     if isinstance(models, nn.Module) or not isinstance(models, Sequence) or not models:
         raise TypeError("models must be a non-empty sequence of nn.Module")
     for i, model in enumerate(models):
@@ -574,6 +581,10 @@ def evaluate_seeds(
         if type(model) is not type(models[0]) or [(n, p.shape) for n, p in model.named_parameters()] != shapes:
             raise ValueError(f"models[{i}] has a different architecture from models[0]; evaluate_seeds compares seeds "
                              "of one configuration (call evaluate_by_position for each architecture)")
+        difference = _configuration_difference(models[0], model, evaluating=True)
+        if difference is not None:
+            raise ValueError(f"models[{i}] is configured differently from models[0] ({difference}); evaluate_seeds "
+                             "compares seeds of one configuration (call evaluate_by_position for each configuration)")
     return [
         evaluate_by_position(m, task, seq_len, batch_size=batch_size, num_batches=num_batches, seed=seed)
         for m in models

@@ -79,6 +79,8 @@ TYPICAL_MISTAKES = {
     "half_to_interleaved": ("torch.stack([x[..., :half], x[..., half:]], dim=-1).flatten(-2)",
                             "torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)"),
     "t5_position_bias": ('return attn.t5(s, layer["k"].shape[2])', 'return attn.t5(s, layer["k"].shape[2], query_offset=0)'),
+    "convert_qk_weight": ("perm = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])",
+                          "perm = torch.arange(head_dim).view(2, head_dim // 2).t().reshape(-1)"),
     "extrapolation_gap": ("loss_by_position[train_length:].nanmean() - loss_by_position[:train_length].nanmean()",
                           "loss_by_position[train_length - 1:].nanmean() - loss_by_position[:train_length - 1].nanmean()"),
 }

@@ -901,6 +901,71 @@ def half_to_interleaved(x):
 """),
 ]
 
+# --------------------------------------------------------------------------- convert_qk_weight(weight, num_heads)
+
+CONVERT_QK_WEIGHT = [
+    ("reshape_index", """
+import torch
+
+def convert_qk_weight(weight, num_heads):
+    head_dim = weight.shape[0] // num_heads
+    perm = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
+    heads = weight.reshape(num_heads, head_dim, *weight.shape[1:])
+    return heads[:, perm].reshape(weight.shape)
+"""),
+    # transformers' convert_llama_weights_to_hf.py permute: view(heads, head_dim // 2, 2, in).transpose(1, 2); a bias
+    # gets a column added and removed.
+    ("hf_permute_view_transpose", """
+def convert_qk_weight(weight, num_heads):
+    w = weight if weight.dim() == 2 else weight[:, None]
+    rows, columns = w.shape
+    out = w.view(num_heads, rows // num_heads // 2, 2, columns).transpose(1, 2).reshape(rows, columns)
+    return out if weight.dim() == 2 else out[:, 0]
+"""),
+    ("row_list_per_head", """
+import torch
+
+def convert_qk_weight(weight, num_heads):
+    head_dim = weight.shape[0] // num_heads
+    order = []
+    for h in range(num_heads):
+        start = h * head_dim
+        order += [start + r for r in range(0, head_dim, 2)] + [start + r for r in range(1, head_dim, 2)]
+    return weight[order]
+"""),
+    ("numpy_slices", """
+import numpy as np
+
+def convert_qk_weight(weight, num_heads):
+    w = np.asarray(weight)
+    head_dim = w.shape[0] // num_heads
+    blocks = w.reshape(num_heads, head_dim, *w.shape[1:])
+    return np.concatenate([blocks[:, 0::2], blocks[:, 1::2]], axis=1).reshape(w.shape)
+"""),
+    # A float32 copy of the rows (torch.empty with the default dtype).
+    ("float32_copy", """
+import torch
+
+def convert_qk_weight(weight, num_heads):
+    head_dim = weight.shape[0] // num_heads
+    out = torch.empty(weight.shape)
+    for h in range(num_heads):
+        block = weight[h * head_dim:(h + 1) * head_dim]
+        out[h * head_dim:h * head_dim + head_dim // 2] = block[0::2]
+        out[h * head_dim + head_dim // 2:(h + 1) * head_dim] = block[1::2]
+    return out
+"""),
+    ("index_select", """
+import torch
+
+def convert_qk_weight(weight, num_heads):
+    head_dim = weight.shape[0] // num_heads
+    within = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
+    index = (torch.arange(num_heads)[:, None] * head_dim + within).reshape(-1)
+    return torch.index_select(weight, 0, index)
+"""),
+]
+
 # --------------------------------------------------------------------------- extrapolation_gap(losses, train_length)
 
 EXTRAPOLATION_GAP = [
@@ -1075,6 +1140,7 @@ VARIANTS: dict[str, list[tuple[str, str]]] = {
     "t5_bucket": T5,
     "alibi_slopes": ALIBI,
     "half_to_interleaved": HALF_TO_INTERLEAVED,
+    "convert_qk_weight": CONVERT_QK_WEIGHT,
     "extrapolation_gap": EXTRAPOLATION_GAP,
     "t5_position_bias": T5_POSITION_BIAS,
 }

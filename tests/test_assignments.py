@@ -79,9 +79,24 @@ def test_every_assignment_through_make_grade(tmp_path, capsys):
     assert {r["exercise"] for r in rows if r["student"] == "correct" and r["status"] == "passed"} == set(EXERCISES)
 
 
-@pytest.mark.parametrize("chapter", ["relative", "rope_implementation"])
+def _compiles_java(path: Path) -> bool:
+    """Whether a code cell of the notebook runs the Java compiler (``javac``)."""
+    return any(c.cell_type == "code" and "javac" in c.source for c in nbformat.read(path, as_version=4).cells)
+
+
+JAVA_CHAPTERS = sorted(name for name, path in CHAPTER_PATHS.items() if _compiles_java(path))
+
+
+def test_only_rope_implementation_compiles_java():
+    """README, the Makefile's JDK advice and .ci/run name one notebook that needs a JDK; keep them true. (relative's
+    E000-11 cell reads source 000's class without a JDK since issue 37b.) A chapter that starts compiling Java fails
+    here until those texts and this list name it; the next test then checks its Java cells too."""
+    assert JAVA_CHAPTERS == ["rope_implementation"]
+
+
+@pytest.mark.parametrize("chapter", JAVA_CHAPTERS)
 def test_the_chapters_java_cells_never_run(chapter):
-    """The two chapters whose Java cells gave every student a false cell error: those cells are not answer cells."""
+    """Every chapter whose Java cells gave every student a false cell error: those cells are not answer cells."""
     from course_pe.coursework.grade import answer_cells
 
     nb = make_student_notebook(nbformat.read(CHAPTER_PATHS[chapter], as_version=4))

@@ -225,7 +225,7 @@ def _drawn_in(language: str) -> str:
 
 def _small_figure() -> "plt.Figure":
     fig, ax = plt.subplots(figsize=(1, 1), dpi=20)
-    ax.set_title(plotting.t("Binary digits of $p$"))
+    ax.set_title(plotting.t("Binary digits of $p$ (red 1, blue 0)"))
     return fig
 
 
@@ -387,8 +387,9 @@ REGISTRY: dict[str, Case] = {
             "weight": bad_tensor((16, 5), wrong_shapes=((2, 8, 5), (2, 2, 4, 5), (15, 5))),
             "num_heads": st.one_of(bad_int(1), st.just(3), st.just(16)),
             "to": bad_choice(cpe.ROPE_LAYOUTS),
+            "rotary_dim": st.one_of(bad_int(1), st.just(3), st.just(10)),
         },
-        extremes=[dict(weight=randn(16)), dict(weight=randn(16, 0))],
+        extremes=[dict(weight=randn(16)), dict(weight=randn(16, 0)), dict(rotary_dim=2)],
     ),
     "rope.RotaryEmbedding": Case(
         cpe.RotaryEmbedding,
@@ -1081,6 +1082,22 @@ REGISTRY: dict[str, Case] = {
          "repeats": bad_int(1, benchmark.MAX_REPEATS)},
         extremes=[dict(position=2**40), dict(dtype=torch.bfloat16, head_dim=2)],
         examples=10,
+    ),
+    "rope.clear_caches": Case(cpe.rope.clear_caches, lambda: dict(), {}, extremes=[dict()]),
+    "benchmark.count_operations": Case(
+        benchmark.count_operations, lambda: dict(fn=lambda: torch.zeros(3)),
+        {"fn": st.sampled_from([None, 3, "fn", torch.zeros(2)]), "warmup": BAD_BOOL},
+        extremes=[dict(fn=lambda: None), dict(warmup=False)],
+    ),
+    "benchmark.OperationCount": Case(
+        benchmark.OperationCount, lambda: dict(operations=("aten.mul.Tensor",)),
+        {"operations": st.sampled_from([None, ["aten.mul.Tensor"], "aten.mul.Tensor", (3,), (None,)])},
+        extremes=[dict(operations=())],
+    ),
+    "benchmark.page_faults": Case(
+        benchmark.page_faults, lambda: dict(fn=lambda: torch.zeros(3)),
+        {"fn": st.sampled_from([None, 3, "fn", torch.zeros(2)]), "calls": bad_int(1, 1000)},
+        extremes=[dict(fn=lambda: None), dict(calls=1)],
     ),
     "benchmark.measure_allocation": Case(
         benchmark.measure_allocation, lambda: dict(fn=lambda: torch.zeros(3)),

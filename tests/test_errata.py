@@ -556,6 +556,25 @@ def test_e002_04_evaluates_the_quoted_formula_itself():
     assert typed.group(1) == quote, (typed.group(1), quote)
 
 
+def test_e002_04_reads_the_meaning_of_p_from_the_source(source_texts):
+    """The E002-04 cell binds p to the position because source 002 says so; the sentence it quotes must be the source's."""
+    nb = nbformat.read(ROOT / "book" / "part1" / "model_input.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "erratum-e002-04" in c.metadata.get("tags", []))
+    quoted = re.search(r'^source_002_defines_p = "([^"]*)"', cell.source, re.M)
+    assert quoted, "the evidence cell no longer quotes source 002's definition of p"
+    assert normalise(quoted.group(1)) in source_texts["002"], quoted.group(1)
+
+
+def test_e000_14_reads_source_000s_classes_verbatim(source_texts):
+    """E000-14's evidence reads the Java text of source 000's two classes; that text must be the source's."""
+    nb = nbformat.read(ROOT / "book" / "part1" / "encoder_decoder.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "erratum-e000-14" in c.metadata.get("tags", []))
+    classes = re.findall(r'^SOURCE_000_(?:ENCODER|DECODER) = """(.*?)"""', cell.source, re.M | re.S)
+    assert len(classes) == 2, "the evidence cell no longer holds source 000's two classes"
+    for text in classes:
+        assert normalise(text) in source_texts["000"], text[:60]
+
+
 def test_withdrawn_entries_have_their_own_section_after_the_standing_ones():
     """A reader meets the standing errata first (E000-01, withdrawn, used to open the catalogue), and no quotation
     keeps the sources' Markdown bold as asterisks."""

@@ -425,6 +425,8 @@ LIBRARY_ANSWERS = {
                      "course_pe.alibi.alibi_slopes"),
     "half_to_interleaved": ("from course_pe import half_to_interleaved as convert\n"
                             "def half_to_interleaved(x):\n    return convert(x)\n", "course_pe.rope.half_to_interleaved"),
+    "convert_qk_weight": ("def convert_qk_weight(weight, num_heads):\n"
+                          "    return cpe.permute_qk_weights(weight, num_heads)\n", "course_pe.rope.permute_qk_weights"),
     # the library only at the cell's top level (the grader's cell fails there, so its function is never defined)
     "sinusoidal_table": ("_probe = cpe.sinusoidal_encoding_np(2, 2)\n"
                          "def sinusoidal_table(n, d):\n"

@@ -33,6 +33,7 @@ HONEST = {
     "t5_bucket": "log2_ratio_float32",
     "alibi_slopes": "bloom_float32_pow",
     "half_to_interleaved": "zeros_default_float32",
+    "convert_qk_weight": "float32_copy",
     "extrapolation_gap": "float32_as_python_float",
     "t5_position_bias": "loops_float32_list",
 }
@@ -49,6 +50,7 @@ REFUSED = {
                  "    return T5Attention._relative_position_bucket(r, b, nb, md)\n",
     "alibi_slopes": "def alibi_slopes(n):\n    return cpe.alibi_slopes(n, dtype=torch.float64)\n",
     "half_to_interleaved": "def half_to_interleaved(x):\n    return cpe.half_to_interleaved(x)\n",
+    "convert_qk_weight": "def convert_qk_weight(weight, num_heads):\n    return cpe.permute_qk_weights(weight, num_heads)\n",
     "extrapolation_gap": "def extrapolation_gap(losses, length):\n"
                          "    return float(losses[length - 1:].nanmean() - losses[:length - 1].nanmean())\n",
     "t5_position_bias": "def t5_position_bias(attn, layer, s):\n"

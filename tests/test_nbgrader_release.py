@@ -175,7 +175,8 @@ def test_written_exercises_become_manually_graded_tasks_with_their_rubric(source
 def test_order_follows_the_chapter(sources):
     labels = [nbgrader_meta(c)["grade_id"] for c in sources["rope_implementation"].cells]
     assert labels.index("rope_rotation-answer") < labels.index("rope_rotation-tests") < labels.index(
-        "half_to_interleaved-answer") < labels.index("half_to_interleaved-tests")
+        "half_to_interleaved-answer") < labels.index("half_to_interleaved-tests") < labels.index(
+        "convert_qk_weight-answer") < labels.index("convert_qk_weight-tests")
 
 
 def test_answer_cell_keeps_signature_and_docstring_and_hides_the_body():

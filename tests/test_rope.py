@@ -105,6 +105,40 @@ def test_weight_permutation_gives_identical_scores():
     assert torch.equal(back, wq)
 
 
+def test_partial_rotary_checkpoint_conversion():
+    """GPT-J: the interleaved layout on the first rotary_dim dimensions of each head only (64 of 256 there). The
+    permutation must act on those rows alone; permuting the whole head (the default) moves pass-through rows into the
+    rotated block and breaks the scores. Biases and grouped-query key projections (fewer heads) follow the same rule."""
+    torch.manual_seed(1)
+    heads, kv_heads, hd, rotary, d_model, seq = 4, 2, 16, 6, 24, 7
+    wq = torch.randn(heads * hd, d_model, dtype=torch.float64)
+    wk = torch.randn(kv_heads * hd, d_model, dtype=torch.float64)
+    bq, bk = torch.randn(heads * hd, dtype=torch.float64), torch.randn(kv_heads * hd, dtype=torch.float64)
+    x = torch.randn(seq, d_model, dtype=torch.float64)
+
+    def scores(wq, wk, bq, bk, layout):
+        q = (x @ wq.T + bq).view(seq, heads, hd).transpose(0, 1)
+        k = (x @ wk.T + bk).view(seq, kv_heads, hd).transpose(0, 1).repeat_interleave(heads // kv_heads, dim=0)
+        rope = lambda t: apply_rope(t, layout=layout, rotary_dim=rotary)  # noqa: E731
+        return rope(q) @ rope(k).transpose(-1, -2)
+
+    gptj = scores(wq, wk, bq, bk, "interleaved")
+    convert = lambda t, n: permute_qk_weights(t, n, rotary_dim=rotary)  # noqa: E731
+    converted = scores(convert(wq, heads), convert(wk, kv_heads), convert(bq, heads), convert(bk, kv_heads), "half")
+    torch.testing.assert_close(converted, gptj, rtol=0, atol=1e-10)
+    whole = scores(permute_qk_weights(wq, heads), permute_qk_weights(wk, kv_heads),
+                   permute_qk_weights(bq, heads), permute_qk_weights(bk, kv_heads), "half")
+    assert (whole - gptj).abs().max() > 1.0
+    # the pass-through rows keep their place; the conversion back is the inverse
+    per_head = convert(wq, heads).view(heads, hd, d_model)
+    assert torch.equal(per_head[:, rotary:], wq.view(heads, hd, d_model)[:, rotary:])
+    assert torch.equal(permute_qk_weights(convert(wq, heads), heads, to="interleaved", rotary_dim=rotary), wq)
+    with pytest.raises(ValueError, match=r"^rotary_dim \(18\) exceeds head_dim \(16"):
+        permute_qk_weights(wq, heads, rotary_dim=18)
+    with pytest.raises(ValueError, match=r"^rotary_dim must be even"):
+        permute_qk_weights(wq, heads, rotary_dim=5)
+
+
 def test_per_sequence_positions():
     x = torch.randn(2, 3, 4, 8, dtype=torch.float64)
     pos = torch.tensor([[0, 1, 2, 3], [10, 11, 12, 13]])
@@ -407,7 +441,7 @@ def test_rope_cos_sin_attention_factor_and_messages():
         rope_cos_sin(positions, inv, attention_factor=0.0)
     with pytest.raises(TypeError, match=r"^dtype must be"):
         rope_cos_sin(positions, inv, dtype=torch.int64)
-    with pytest.raises(ValueError, match=r"^head_dim \(rows of weight per head\) must be even"):
+    with pytest.raises(ValueError, match=r"^head_dim \(rows of weight per head: 6 rows / num_heads=2\) must be even"):
         permute_qk_weights(torch.zeros(6, 2), num_heads=2)
     with pytest.raises(ValueError, match=r"^weight has 6 rows, not divisible by num_heads=4$"):
         permute_qk_weights(torch.zeros(6, 2), num_heads=4)
@@ -619,15 +653,21 @@ def test_float32_angles_are_the_references_bit_for_bit(base):
     assert float((exact - cos).abs().max()) > 1e-3
 
 
-def test_float32_rotation_is_torchtunes_in_the_interleaved_layout():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_float32_rotation_is_torchtunes_in_the_interleaved_layout(dtype):
+    """torchtune rotates x.float() and casts back with type_as: so does angle_dtype=float32 in the interleaved layout,
+    bit for bit in every dtype a model runs in (before, bfloat16 was rotated in bfloat16: 7476 of 19200 values
+    differed, by up to 0.0156)."""
     g = torch.Generator().manual_seed(5)
-    x = torch.randn(2, 3, 50, 64, generator=g)
+    x = torch.randn(2, 3, 50, 64, generator=g).to(dtype)
     positions = torch.arange(1000, 1050)
     angles = _meta_precompute_angles(64, 1050, 10000.0)[1000:]
     ours = apply_rope(x, positions, angle_dtype=torch.float32)
-    assert torch.equal(ours, _torchtune_rotate(x, angles.cos(), angles.sin()))
+    assert ours.dtype == dtype and torch.equal(ours, _torchtune_rotate(x, angles.cos(), angles.sin()))
     assert torch.equal(RotaryEmbedding(64, angle_dtype=torch.float32)(x, positions), ours)
-    assert not torch.equal(ours, apply_rope(x, positions))  # the default differs (exact angles)
+    assert torch.equal(apply_rope(x, offset=1000, angle_dtype=torch.float32)[..., :, :], ours)
+    if dtype == torch.float32:
+        assert not torch.equal(ours, apply_rope(x, positions))  # the default differs (exact angles)
 
 
 def test_angle_dtype_is_checked():

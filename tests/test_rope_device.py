@@ -168,6 +168,295 @@ def test_value_checks_run_on_the_cpu_and_can_be_turned_on_for_devices(cpu_as_acc
         cpe.RotaryEmbedding(8, layout="diagonal")
 
 
+class HostTransfers(TorchDispatchMode):
+    """Every operation inside the ``with`` block that moves data between the host and another device: a value read
+    back to the host (``.item()``, ``bool(t)``, ``int(t)``) or a tensor copied from the host to the device
+    (``.to(device)``, ``torch.tensor(..., device=...)``). On a GPU each makes the host wait for the device (a
+    pageable host-to-device copy synchronises the stream)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = str(func)
+        inputs = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        outputs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)]
+        if name in HOST_READS:
+            self.events.append(name)
+        elif any(t.device.type == "cpu" and t.dim() > 0 for t in inputs) and \
+                any(o.device.type != "cpu" for o in outputs):
+            self.events.append(f"{name} host -> {outputs[0].device}")
+        return out
+
+
+def _meta_calls():
+    """Calls on the meta device, which stands in for an accelerator without the fused kernel (CUDA without Triton,
+    MPS, XPU; and the fused path's own frequencies): every argument on the device, caches filled by earlier calls."""
+    meta = torch.device("meta")
+    step = torch.empty(1, 8, 1, 128, device=meta)
+    prompt = torch.empty(1, 8, 64, 128, device=meta)
+    position = torch.empty(1, dtype=torch.long, device=meta)
+    offset = torch.empty(1, dtype=torch.long, device=meta)
+    with meta:
+        modules = {name: cpe.RotaryEmbedding(128, layout="half", scaling=scaling)
+                   for name, scaling in (("default", None), ("dynamic NTK", cpe.DynamicNTKScaling(2.0, 512)),
+                                         ("YaRN", cpe.YaRNScaling(4.0, 512)),
+                                         ("LongRoPE", cpe.LongRoPEScaling([1.0] * 64, [2.0] * 64, 512, factor=4.0)))}
+    modules["dynamic NTK, float32 angles"] = cpe.RotaryEmbedding(
+        128, layout="half", scaling=cpe.DynamicNTKScaling(2.0, 512), angle_dtype=torch.float64).to(meta)
+    calls = {}
+    for layout in ("half", "interleaved"):
+        for angle_dtype in (torch.float64, torch.float32):
+            tag = f"apply_rope {layout} {str(angle_dtype)[6:]}"
+            calls[f"{tag}, decode at t"] = lambda t, a=angle_dtype, l=layout: cpe.apply_rope(
+                step, offset=t, layout=l, angle_dtype=a)
+            calls[f"{tag}, prompt at t"] = lambda t, a=angle_dtype, l=layout: cpe.apply_rope(
+                prompt, offset=t, layout=l, angle_dtype=a)
+            calls[f"{tag}, positions"] = lambda t, a=angle_dtype, l=layout: cpe.apply_rope(
+                step, position, layout=l, angle_dtype=a)
+            calls[f"{tag}, tensor offset"] = lambda t, a=angle_dtype, l=layout: cpe.apply_rope(
+                step, offset=offset, layout=l, angle_dtype=a)
+    for name, module in modules.items():
+        calls[f"RotaryEmbedding {name}, decode at t"] = lambda t, m=module: m(step, offset=t)
+        calls[f"RotaryEmbedding {name}, positions"] = lambda t, m=module: m(step, position)
+        calls[f"RotaryEmbedding {name}, tensor offset"] = lambda t, m=module: m(step, offset=offset)
+    return calls
+
+
+def test_no_host_transfer_per_call_on_an_accelerator():
+    """The attack report's method: on the meta device (an accelerator whose values are never read), a call after the
+    first makes no host read and no copy from the host, at any position: decoding steps within and beyond the cached
+    tables (CACHE_LIMIT = 8192), beyond a dynamic NTK model's original length (new frequencies at every step, made on
+    the device), explicit positions and per-sequence offsets on the device, both angle dtypes. Before, default
+    frequencies were kept on the host and copied at every such call (one wait per call), and dynamic NTK copied its
+    new frequencies twice per step."""
+    calls = _meta_calls()
+    for name, call in calls.items():
+        for t in (100, 600, 9000):  # fill the caches a model's first calls fill
+            call(t)
+        for t in (601, 9001, 20000):  # the steps that follow: new lengths, new dynamic NTK frequencies
+            with HostTransfers() as counter:
+                call(t)
+            assert counter.events == [], (name, t, counter.events)
+    with HostTransfers() as counter:  # the counter sees a copy from the host and a read back
+        torch.arange(3).to("meta")
+        bool(torch.ones(1).sum() > 0)
+    assert len(counter.events) == 2
+
+
+def test_dynamic_ntk_decoding_builds_no_table_per_step():
+    """Beyond its original length, dynamic NTK gets new frequencies at every step. The module computes the cos/sin
+    of the step's rows only (as Hugging Face's module does), not a table of every cached position: no cos/sin of more
+    than the step's positions x pairs is computed, and each step costs the same operations. The rows equal those
+    of a fresh module called at that length."""
+    torch.manual_seed(0)
+    scaling = cpe.DynamicNTKScaling(2.0, 64)
+    module = cpe.RotaryEmbedding(16, scaling=scaling, layout="half", max_positions=64)
+    step = torch.randn(1, 2, 1, 16, dtype=torch.float64)
+    module(torch.randn(1, 2, 100, 16, dtype=torch.float64))  # a prompt beyond the original length
+    counts = set()
+    for t in range(100, 140):
+        with CountOps() as counter:
+            got = module(step, offset=t)
+        counts.add(len(counter.ops))
+        fresh = cpe.RotaryEmbedding(16, scaling=scaling, layout="half", max_positions=64)
+        expected = fresh(torch.cat([torch.zeros(1, 2, t, 16, dtype=torch.float64), step], dim=-2))[..., -1:, :]
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    assert len(counts) == 1 and counts.pop() <= MAX_OPS
+
+    class Shapes(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.trig = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func in (torch.ops.aten.cos.default, torch.ops.aten.sin.default):
+                self.trig.append(out.numel())
+            return out
+
+    with Shapes() as shapes:
+        module(step, offset=200)
+    assert shapes.trig and max(shapes.trig) == 8  # one position x 8 pairs (a table would be 256 x 8 or more)
+
+
+# ----------------------------------------------------------------------------- caches
+
+
+def test_caches_made_in_inference_mode_serve_training():
+    """A first call under torch.inference_mode() (an evaluation pass) fills the shared tables and the module's
+    buffers; a later training step must still be able to save them for backward (inference tensors cannot be), for
+    both layouts, the module's growth and explicit positions."""
+    cpe.rope.clear_caches()
+    x = torch.randn(1, 2, 24, 8)
+    module = cpe.RotaryEmbedding(8, max_positions=8, layout="half")
+    with torch.inference_mode():
+        for layout in ("half", "interleaved"):
+            cpe.apply_rope(x, layout=layout)
+            cpe.apply_rope(x, offset=3, layout=layout)
+        module(torch.randn(1, 2, 64, 8))  # the cache grows under inference mode
+        module(x, torch.arange(24))
+    assert not module.cos_cached.is_inference() and not module.inv_freq.is_inference()
+    for call in (lambda t: cpe.apply_rope(t, layout="half"), lambda t: cpe.apply_rope(t, layout="interleaved"),
+                 lambda t: cpe.apply_rope(t, offset=3, layout="half"), lambda t: module(t),
+                 lambda t: module(t, torch.arange(24))):
+        leaf = x.clone().requires_grad_()
+        call(leaf).square().sum().backward()
+        assert leaf.grad is not None and torch.isfinite(leaf.grad).all()
+
+
+def test_fake_tensor_mode_leaves_the_caches_real():
+    """Shape propagation under FakeTensorMode (as torch.export and memory estimators run it) must not store fake
+    tables in the shared caches or in a module: every later real call would fail."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    cpe.rope.clear_caches()
+    module = cpe.RotaryEmbedding(8, max_positions=8, scaling=cpe.DynamicNTKScaling(2.0, 8))
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        fake = torch.randn(1, 2, 40, 8)
+        for layout in ("half", "interleaved"):
+            assert cpe.apply_rope(fake, layout=layout).shape == fake.shape
+            assert cpe.apply_rope(fake, offset=3, layout=layout, angle_dtype=torch.float32).shape == fake.shape
+        assert module(fake).shape == fake.shape and module(fake, offset=5).shape == fake.shape
+    assert not isinstance(module.cos_cached, FakeTensor) and module.cached_positions == 8
+    x = torch.randn(1, 2, 40, 8)
+    reference = cpe.RotaryEmbedding(8, max_positions=8, scaling=cpe.DynamicNTKScaling(2.0, 8))
+    torch.testing.assert_close(module(x), reference(x), rtol=0, atol=0)
+    for layout in ("half", "interleaved"):
+        assert type(cpe.apply_rope(x, layout=layout)) is torch.Tensor
+        assert type(cpe.apply_rope(x, offset=3, layout=layout, angle_dtype=torch.float32)) is torch.Tensor
+
+
+def test_clear_caches_empties_the_shared_tables():
+    x = torch.randn(1, 2, 40, 8)
+    before = cpe.apply_rope(x, layout="interleaved")
+    cpe.apply_rope(x, offset=7, angle_dtype=torch.float32)
+    assert rope_module._default_cos_sin.cache_info().currsize > 0
+    rope_module.FUSED_FAILURES[("cpu", None)] = "a remembered failure"
+    cpe.rope.clear_caches()
+    for cache in rope_module._CACHES:
+        assert cache.cache_info().currsize == 0, cache
+    assert rope_module.FUSED_FAILURES == {}
+    assert torch.equal(cpe.apply_rope(x, layout="interleaved"), before)  # recomputed, the same
+
+
+def test_prompts_of_many_lengths_share_a_few_tables():
+    """Default tables are kept per power of two: 60 prompt lengths from 1 to 5000 use at most a dozen tables (the
+    cache held 16, so a server seeing more distinct lengths rebuilt a table at every call). Rows are the same as a
+    table of exactly that length."""
+    cpe.rope.clear_caches()
+    lengths = sorted({int(v) for v in torch.linspace(1, 5000, 60)})
+    for n in lengths:
+        x = torch.randn(1, 1, n, 8, dtype=torch.float64)
+        got = cpe.apply_rope(x, layout="half")
+        cos, sin = cpe.rope_cos_sin(torch.arange(n), cpe.rope_frequencies(8, dtype=torch.float64)[0],
+                                    dtype=torch.float64)
+        torch.testing.assert_close(got, cpe.rotate_with_cos_sin(x, cos, sin, layout="half"), rtol=0, atol=0)
+    assert rope_module._default_cos_sin.cache_info().currsize <= 12
+
+
+def test_a_module_built_on_meta_is_rebuilt_after_to_empty():
+    """PyTorch's deferred initialisation: build under torch.device("meta"), then to_empty(device=...). The buffers
+    hold uninitialised memory; forward rebuilds them by itself (and reset_parameters() does it explicitly), so the
+    module rotates exactly as one built normally, for default rows, positions, rows past the cache and a
+    length-dependent scaling. The same holds for to_empty on a module built on the CPU."""
+    x = torch.randn(1, 2, 5, 16, dtype=torch.float64)
+    for scaling in (None, cpe.DynamicNTKScaling(2.0, 8)):
+        reference = cpe.RotaryEmbedding(16, max_positions=16, scaling=scaling, layout="half")
+        with torch.device("meta"):
+            lazy = cpe.RotaryEmbedding(16, max_positions=16, scaling=scaling, layout="half")
+        assert lazy.cos_cached.is_meta and lazy(torch.empty(1, 2, 5, 16, device="meta")).is_meta
+        lazy = lazy.to_empty(device="cpu")
+        for call in (lambda m: m(x), lambda m: m(x, torch.tensor([0, 3, 9, 27, 15])), lambda m: m(x, offset=9000)):
+            torch.testing.assert_close(call(lazy), call(reference), rtol=0, atol=0)
+        assert torch.equal(lazy.inv_freq, reference.inv_freq)
+        emptied = cpe.RotaryEmbedding(16, max_positions=16, scaling=scaling).to_empty(device="cpu")
+        emptied.cos_cached.fill_(7.0)
+        emptied.reset_parameters()
+        assert torch.equal(emptied.cos_cached, cpe.RotaryEmbedding(16, max_positions=16, scaling=scaling).cos_cached)
+    with torch.device("meta"):
+        lazy = cpe.RotaryEmbedding(16, max_positions=16)
+    lazy = lazy.to_empty(device="cpu")
+    compiled = torch.compile(lazy, backend="aot_eager", fullgraph=True)  # under compile the rows are computed
+    torch.testing.assert_close(compiled(x), cpe.RotaryEmbedding(16)(x), rtol=0, atol=1e-12)
+    torch._dynamo.reset()
+    with pytest.raises(ValueError, match="the module's buffers are not"):
+        cpe.RotaryEmbedding(16)(torch.empty(1, 2, 5, 16, device="meta"))
+
+
+def test_tensors_on_another_device_than_x_are_refused():
+    """A positions, offset or table tensor on another device than x would be copied at every call (a hidden wait for
+    the device); it is a clear error instead (PyTorch's own operations refuse mixed devices). A meta x accepts host
+    tensors (shape inference)."""
+    from types import SimpleNamespace
+
+    cuda_x = SimpleNamespace(device=torch.device("cuda", 0), is_meta=False)
+    with pytest.raises(ValueError, match=r"^positions is on cpu but x is on cuda:0: put positions on x's device"):
+        rope_module._check_same_device("positions", torch.arange(3), cuda_x)
+    rope_module._check_same_device("positions", SimpleNamespace(device=torch.device("cuda", 0)), cuda_x)
+    with pytest.raises(ValueError, match=r"^inv_freq is a meta tensor"):  # (no values: said first)
+        cpe.apply_rope(torch.randn(2, 8), inv_freq=torch.empty(4, device="meta"))
+    assert cpe.apply_rope(torch.empty(2, 8, device="meta"), torch.arange(2), inv_freq=torch.ones(4)).is_meta
+    with pytest.raises(ValueError, match=r"^cos is on meta but x is on cpu"):
+        cpe.rotate_with_cos_sin(torch.randn(2, 8), torch.empty(2, 4, device="meta"), torch.ones(2, 4))
+
+
+def test_sparse_and_nested_inputs_are_clear_errors():
+    dense = torch.randn(2, 3, 8)
+    for bad in (dense.to_sparse(), torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)])):
+        with pytest.raises(ValueError, match=r"^x must be a dense tensor \(layout torch.strided\)"):
+            cpe.apply_rope(bad)
+        with pytest.raises(ValueError, match=r"^x must be a dense tensor"):
+            cpe.RotaryEmbedding(8)(bad)
+    with pytest.raises(ValueError, match=r"^positions must be a dense tensor"):
+        cpe.apply_rope(dense, torch.arange(3).to_sparse())
+
+
+def test_float_positions_with_a_gradient_warn_nothing():
+    """Reading the range of float positions that require a gradient used float(t) on them, which warns; the
+    check reads detached values."""
+    import warnings
+
+    positions = torch.tensor([0.0, 1.5, 3.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = cpe.apply_rope(torch.randn(1, 3, 8), positions)
+    out.sum().backward()
+    assert positions.grad is not None
+
+
+def test_vmap_over_positions():
+    """torch.func.vmap over positions (one row of positions per batch element) reads no value (it could not: a vmapped
+    tensor has no single value); the result equals the loop of single calls."""
+    module = cpe.RotaryEmbedding(8, scaling=cpe.DynamicNTKScaling(2.0, 8))
+    x = torch.randn(3, 2, 5, 8, dtype=torch.float64)
+    positions = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11], [3, 1, 4, 1, 5]])
+    got = torch.func.vmap(lambda t, p: module(t, p))(x, positions)
+    expected = torch.stack([cpe.RotaryEmbedding(8, scaling=cpe.DynamicNTKScaling(2.0, 8))(x[i], positions[i])
+                            for i in range(3)])
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    got = torch.func.vmap(lambda t, p: cpe.apply_rope(t, p, layout="half"))(x, positions)
+    expected = torch.stack([cpe.apply_rope(x[i], positions[i], layout="half") for i in range(3)])
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+def test_errors_under_torch_compile_name_the_problem():
+    """Under torch.compile the argument checks that need no value are traced. Without fullgraph, a bad call leaves
+    the graph and raises the library's own ValueError; with fullgraph=True, Dynamo wraps it in its Unsupported error
+    (it cannot return to eager there), whose message and cause still carry the library's message."""
+    torch._dynamo.reset()
+    x = torch.randn(2, 3, 5, 8)
+    with pytest.raises(ValueError, match="positions has length 6 but x has seq = 5"):
+        torch.compile(lambda t, p: cpe.apply_rope(t, p), backend="eager")(x, torch.arange(6))
+    with pytest.raises(Exception) as info:
+        torch.compile(lambda t, p: cpe.apply_rope(t, p), backend="eager", fullgraph=True)(x, torch.arange(6))
+    assert "positions has length 6 but x has seq = 5" in str(info.value)
+    torch._dynamo.reset()
+
+
 # ----------------------------------------------------------------------------- torch.compile
 
 
@@ -267,6 +556,28 @@ def test_evaluate_seeds_refuses_models_of_different_architectures():
         cpe.evaluate_seeds([small, small, torch.nn.Linear(2, 2)], task, 3, batch_size=2, num_batches=1)
     reports = cpe.evaluate_seeds([small, small], task, 3, batch_size=2, num_batches=1)  # one architecture: evaluated
     assert len(reports) == 2 and torch.equal(reports[0].loss, reports[1].loss)
+
+
+def test_evaluate_seeds_refuses_same_shaped_models_of_other_configurations():
+    """Same parameter names and shapes are not one configuration: RoPE against ALiBi or sinusoidal, another RoPE base
+    or layout. Seeds of one configuration are evaluated even when their RoPE caches differ (one saw longer inputs)."""
+    task = cpe.ReverseTask(7)
+
+    def model(seed=0, **changes):
+        torch.manual_seed(seed)
+        return cpe.TinyTransformer(12, d_model=8, num_heads=2, num_layers=1, max_positions=16,
+                                   **{"position": "rope", **changes})
+
+    for changes, difference in (({"position": "alibi"}, r"\.position: 'rope' vs 'alibi'"),
+                                ({"position": "sinusoidal"}, r"absolute|position"),
+                                ({"rope_base": 10.0}, r"rotary\.base: 10000\.0 vs 10\.0"),
+                                ({"rope_layout": "half"}, r"rotary\.layout: 'interleaved' vs 'half'")):
+        with pytest.raises(ValueError, match=r"^models\[1\] is configured differently from models\[0\] \(.*"
+                                             + difference):
+            cpe.evaluate_seeds([model(), model(1, **changes)], task, 3, batch_size=2, num_batches=1)
+    seeds = [model(0), model(1)]
+    seeds[1](torch.zeros(1, 40, dtype=torch.long))  # its RoPE cache grows: a cache, not a configuration
+    assert len(cpe.evaluate_seeds(seeds, task, 3, batch_size=2, num_batches=1)) == 2
 
 
 def test_rotate_with_cos_sin_says_when_tables_do_not_fit_x():

@@ -71,7 +71,7 @@ def test_every_text_drawn_through_t_has_its_chinese():
             if cell["cell_type"] == "code" and "t(" in zh.source(cell):
                 source = "\n".join(line for line in zh.source(cell).splitlines() if not line.lstrip().startswith(("%", "!")))
                 drawn.update({text: str(path.relative_to(ROOT)) for text in _drawn_texts(source)})
-    assert "dimension" in drawn and r"Binary digits of $p$" in drawn
+    assert "dimension" in drawn and r"Binary digits of $p$ (red 1, blue 0)" in drawn
     missing = {text: where for text, where in drawn.items() if text not in LABELS_ZH}
     assert not missing, f"add to course_pe.plotting.LABELS_ZH: {missing}"
     for english, chinese in LABELS_ZH.items():

@@ -76,6 +76,7 @@ __all__ = [
     "check",
     "check_add_positional_encoding",
     "check_alibi_slopes",
+    "check_convert_qk_weight",
     "check_extrapolation_gap",
     "check_half_to_interleaved",
     "check_rope_rotation",
@@ -849,6 +850,7 @@ TOLERANCES = {
     "rope_rotation": 5e-3,  # float32 angles at position 4096: about 2.4e-4 rad, times entries of order 1 to 4
     "alibi_slopes": 1e-4,  # float32 powers (BLOOM's torch.pow on a float32 base): about 1e-5 at 4096 heads
     "half_to_interleaved": 1e-6,  # values are moved, not computed: a float32 copy is off by at most 3e-7 here
+    "convert_qk_weight": 1e-6,  # rows are moved, not computed: a float32 copy is off by at most 3e-7 here
     "extrapolation_gap": 1e-4,  # float32 means (even summed in a Python loop) of up to 1000 losses: about 3e-6
 }
 
@@ -1187,6 +1189,69 @@ def _half_to_interleaved_cases(rng: np.random.Generator | None) -> list[Case]:
     return cases
 
 
+def _to_half_rows(weight: np.ndarray, num_heads: int, *, inverse: bool = False, heads: int | None = None
+                  ) -> np.ndarray:
+    """The rows of each of ``heads`` (default ``num_heads``) contiguous head blocks reordered from the interleaved
+    layout to the half layout (``inverse``: the other way), written with NumPy indexing, not with the library."""
+    heads = num_heads if heads is None else heads
+    head_dim = weight.shape[0] // heads
+    to_half = np.concatenate([np.arange(0, head_dim, 2), np.arange(1, head_dim, 2)])
+    order = np.argsort(to_half) if inverse else to_half
+    blocks = weight.reshape(heads, head_dim, *weight.shape[1:])
+    return blocks[:, order].reshape(weight.shape)
+
+
+@_register("convert_qk_weight", "convert_qk_weight", "rope_implementation",
+           "convert a query or key projection (weight or bias) from the interleaved to the half layout",
+           library=("course_pe.rope.permute_qk_weights", "course_pe.rope.layout_permutation",
+                    "course_pe.rope.interleaved_to_half", "course_pe.rope.half_to_interleaved"),
+           tolerance=TOLERANCES["convert_qk_weight"])
+def _convert_qk_weight_cases(rng: np.random.Generator | None) -> list[Case]:
+    """``fn(weight, num_heads)``: ``weight`` a float64 tensor, a projection's weight ``(num_heads * head_dim,
+    d_model)`` or bias ``(num_heads * head_dim,)`` in the interleaved layout, heads in contiguous blocks of rows;
+    returns it for the half layout (within each head, row ``r`` of the result is row ``2r`` of the input for ``r <
+    head_dim / 2`` and row ``2(r - head_dim / 2) + 1`` after), each value within 1e-6 (moved, not computed), without
+    ``cpe.permute_qk_weights``. With grouped-query attention ``num_heads`` is the projection's own (the key's
+    key-value heads).
+    Hidden cases: random values, ``num_heads`` in 1 ... 8, ``head_dim`` even in 2 ... 128, a bias or a weight with
+    1 ... 16 columns (the visible cases include 8 heads of 128 rows)."""
+    g = np.random.default_rng(6)
+    settings = [((2,), 1, False), ((8,), 2, False), ((8, 3), 1, False), ((12, 5), 3, False), ((16, 4), 2, False),
+                ((1024,), 8, False), ((1024, 16), 8, False)]
+    if rng is not None:
+        for _ in range(HIDDEN_CASES):
+            heads, head_dim = int(rng.integers(1, 9)), _even(rng, 2, 128)
+            columns = () if rng.integers(0, 2) else (int(rng.integers(1, 17)),)
+            settings.append(((heads * head_dim, *columns), heads, True))
+    cases = []
+    for shape, heads, hidden in settings:
+        if hidden:
+            w = rng.standard_normal(shape)
+        elif math.prod(shape) <= 64:
+            w = np.arange(math.prod(shape), dtype=np.float64).reshape(shape)
+        else:
+            w = g.standard_normal(shape)
+        head_dim = shape[0] // heads
+        mistakes = [("this is the inverse permutation (half -> interleaved): the conversion from Meta's interleaved "
+                     "checkpoints to the half layout takes, within each head, the even rows first, then the odd ones",
+                     _to_half_rows(w, heads, inverse=True))]
+        if heads > 1:
+            mistakes.append((f"the rows were permuted as one head of {shape[0]}; they are {heads} heads of "
+                             f"{head_dim} rows, each permuted by itself", _to_half_rows(w, heads, heads=1)))
+        if len(shape) == 2 and shape[1] % heads == 0 and (shape[1] // heads) % 2 == 0:
+            columns = _to_half_rows(w.T, heads).T
+            mistakes.append(("the columns (input features) were permuted; the layout is that of the output rows, "
+                             "the query and key dimensions", columns))
+        axes = (("row {i}", None),) + ((("column {i}", None),) if len(shape) == 2 else ())
+        cases.append(Case(
+            f"{'bias' if len(shape) == 1 else 'weight'} of shape {shape}, num_heads={heads}",
+            (torch.from_numpy(w), heads), _to_half_rows(w, heads), atol=TOLERANCES["convert_qk_weight"],
+            hidden=hidden, axes=axes, mistakes=tuple(mistakes),
+            hint="view the rows as (num_heads, head_dim, ...), reorder each head's rows as 0, 2, 4, ..., 1, 3, 5, "
+            "..., and reshape back"))
+    return cases
+
+
 # --------------------------------------------------------------------------- Part III
 
 
@@ -1238,6 +1303,7 @@ check_rope_rotation = EXERCISES["rope_rotation"].check
 check_t5_bucket = EXERCISES["t5_bucket"].check
 check_alibi_slopes = EXERCISES["alibi_slopes"].check
 check_half_to_interleaved = EXERCISES["half_to_interleaved"].check
+check_convert_qk_weight = EXERCISES["convert_qk_weight"].check
 check_extrapolation_gap = EXERCISES["extrapolation_gap"].check
 
 from . import exercises_generation  # noqa: E402,F401 - registers the generation chapter's exercise (and its harness)

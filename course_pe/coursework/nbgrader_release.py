@@ -174,6 +174,16 @@ _got = torch.broadcast_to(torch.as_tensor(t5_position_bias(_attn, _layer, 1)).do
 _want = torch.tensor([[4.0 * b + h for b in (5, 4, 3, 2, 1, 0)] for h in range(4)], dtype=torch.float64)
 assert torch.allclose(_got[0, :, 0], _want, atol={tol}, rtol=0), f"the bias of head h against keys 0 ... 5 should be {{_want.tolist()}}, got {{_got[0, :, 0].tolist()}}"
 """,
+    "convert_qk_weight": """\
+# One head of 4 rows in the interleaved layout (pairs 0-1 and 2-3) becomes rows 0, 2, 1, 3 (pairs 0-2 and 1-3);
+# with 2 heads each head is reordered by itself. Compared to within {tol}.
+_got = torch.as_tensor(np.asarray(convert_qk_weight(torch.arange(4.0, dtype=torch.float64), 1), dtype=np.float64))
+assert _got.tolist() == [0.0, 2.0, 1.0, 3.0], f"convert_qk_weight(tensor([0., 1., 2., 3.]), 1) should be [0., 2., 1., 3.], got {{_got.tolist()}}"
+_got = torch.as_tensor(np.asarray(convert_qk_weight(torch.arange(8.0, dtype=torch.float64), 2), dtype=np.float64))
+assert _got.tolist() == [0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0], f"with 2 heads of 4 rows the result should be [0., 2., 1., 3., 4., 6., 5., 7.], got {{_got.tolist()}}"
+_got = torch.as_tensor(np.asarray(convert_qk_weight(torch.zeros(8, 3, dtype=torch.float64), 2)))
+assert tuple(_got.shape) == (8, 3), f"a weight should keep its shape (8, 3), got {{tuple(_got.shape)}}"
+""",
     "extrapolation_gap": """\
 # Trained on length 2: positions 0 and 1 are inside (mean loss 1), positions 2 and 3 beyond (mean 3): the gap is 2.
 _got = float(extrapolation_gap(torch.tensor([1.0, 1.0, 2.0, 4.0], dtype=torch.float64), 2))
