@@ -6,7 +6,7 @@ blocked path ran on real tensors only, so the prefill is counted on real (zero) 
 
 Run from the project root (a git checkout that has commit 86bee60):
 
-    python book/reference/measurements/rope_removed_design_counts.py course_pe/data/rope_86bee60_op_counts.json
+    python measurements/rope_removed_design_counts.py course_pe/data/rope_86bee60_op_counts.json
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def main(out: str) -> None:
         "title": "ATen operations of course_pe's RoPE at commit 86bee60 (the removed blocked design)",
         "commit": COMMIT,
         "torch": torch.__version__,
-        "script": "book/reference/measurements/rope_removed_design_counts.py",
+        "script": "measurements/rope_removed_design_counts.py",
         "method": "TorchDispatchMode count of one call after a first call, on CPU tensors "
                   "(bfloat16); views and allocations (no kernel on a GPU) and host reads sorted out by "
                   "course_pe.benchmark.NO_KERNEL_OPERATIONS and HOST_READ_OPERATIONS",
