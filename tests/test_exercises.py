@@ -103,9 +103,16 @@ def t5_position_bias(attn, layer, s):
     return attn.t5.embedding.weight[buckets].permute(2, 0, 1)[None]
 
 
+def convert_qk_weight(weight, num_heads):
+    # within each head, the even rows (first halves of the pairs) then the odd rows (second halves)
+    head_dim = weight.shape[0] // num_heads
+    heads = weight.reshape(num_heads, head_dim, *weight.shape[1:])
+    return torch.cat([heads[:, 0::2], heads[:, 1::2]], dim=1).reshape(weight.shape)
+
+
 REFERENCES = {f.__name__: f for f in [sinusoidal_table, shift_matrix, add_positional_encoding, rope_rotation,
                                        t5_bucket, alibi_slopes, half_to_interleaved, extrapolation_gap,
-                                       t5_position_bias]}
+                                       t5_position_bias, convert_qk_weight]}
 
 
 @pytest.mark.parametrize("exercise_id", sorted(EXERCISES))
