@@ -21,10 +21,15 @@
 #   make gradescope  one Gradescope autograder per assignment: gradescope/<chapter>/autograder.zip (instructor guide)
 #   make book-student  the HTML book without solutions, into _build/student/_build/html
 #   make book-zh  the Chinese edition into _build/html-zh (prose from locale/zh_CN; make locale-update refreshes it)
-#   make mutation mutation testing (mutmut) of the five core modules in a temporary copy; slow (about 20 min on one
-#                 core), not part of `make test` or CI; see tests/MUTATION.md
+#   make workbook-zh  the Chinese student notebooks into workbook-zh/ (same stubs, checks and grader as make workbook)
+#   make lab-student-zh  JupyterLab on workbook-zh/ (made first if missing), as make lab-student
+#   make book-student-zh  the Chinese HTML book without solutions, into _build/student-zh/_build/html
+#   make pdf-zh   the Chinese edition as one PDF, _build/pdf/positional-encoding-corrected-zh.pdf (CJK font embedded)
+#   make mutation mutation testing (mutmut) of the five core modules and positions.py in a temporary copy; slow (about
+#                 an hour on one core of a busy machine), not part of `make test` or CI; see tests/MUTATION.md
 #   make clean    remove build outputs (make distclean also removes .venv)
 #   make install  create .venv and install the pins (every target that needs Python does this first)
+#   make install-triton  add Triton (requirements-triton.txt) for the fused RoPE kernel's tests; make test does it
 #   make help     print this list
 #
 # The first target that needs Python creates .venv and installs requirements.txt and the package
@@ -59,6 +64,8 @@ export JUPYTER_PLATFORM_DIRS := 1
 .PHONY: gradescope
 .PHONY: jdk lab-student pdf help
 .PHONY: site
+.PHONY: workbook-zh lab-student-zh book-student-zh pdf-zh
+.PHONY: install-triton
 
 # make help: the comment block at the top of this file, without its comment marks.
 help:
@@ -94,6 +101,19 @@ $(STAMP): requirements.txt pyproject.toml
 	@touch $@
 	@echo "==> $(VENV) is ready ($$(du -sh $(VENV) | cut -f1))"
 
+# Triton, for the fused RoPE kernel's tests (tests/test_rope_triton.py run it on the CPU through Triton's interpreter).
+# PyTorch's CUDA wheels bring it; the CPU wheels that make install takes on Linux do not, and it takes about 700 MB, so
+# it is installed for the tests (make test, make test-package), not for reading the book. make install-triton alone
+# installs it. Linux x86_64 only (Triton publishes no other wheels); elsewhere the kernel is not used.
+TRITON_STAMP := $(VENV)/.triton-$(shell cat requirements-triton.txt | sha256sum | cut -c1-16)
+install-triton: $(TRITON_STAMP)
+
+$(TRITON_STAMP): requirements-triton.txt $(STAMP)
+	@echo "==> installing $$(grep -E '^triton==' requirements-triton.txt) for the fused RoPE kernel's tests (about 700 MB; requirements-triton.txt)"
+	@tools/pip_install.sh $(BIN)/python --no-deps -r requirements-triton.txt
+	@rm -f $(VENV)/.triton-*
+	@touch $@
+
 NOTEBOOKS = $(shell $(BIN)/python tools/book_tools.py notebooks)
 # The same notebooks, the longest-running first, so that side-by-side runs end together.
 NOTEBOOKS_FOR_TESTS = $(shell $(BIN)/python tools/book_tools.py notebooks --longest-first)
@@ -106,10 +126,10 @@ XDIST = $(if $(filter-out 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 NBVAL = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 # make test: the package tests and every notebook in one pytest run, side by side.
-test: $(STAMP) jdk
+test: $(STAMP) $(TRITON_STAMP) jdk
 	COURSE_PE_REQUIRE_JDK=1 $(BIN)/python -m pytest -q $(XDIST) $(NBVAL) --durations=15 $(NOTEBOOKS_FOR_TESTS) tests
 
-test-package: $(STAMP)
+test-package: $(STAMP) $(TRITON_STAMP)
 	$(BIN)/python -m pytest -q $(XDIST) --durations=10 tests
 
 # Three notebooks compile the sources' Java (javac, javap, java). A reader without a JDK sees those checks announced as
@@ -170,6 +190,31 @@ book-zh: $(STAMP)
 
 locale-update: $(STAMP)
 	$(BIN)/python tools/zh_edition.py update
+
+# Coursework in Chinese (issue 36; the instructor guide's section "Assigning the course in Chinese"): the Chinese
+# notebooks through the same workbook and student-edition transformations as the English ones. A Chinese submission
+# is graded by make grade like any other (the grader reads code cells; the folder names the chapter).
+workbook-zh: $(STAMP)
+	$(BIN)/python tools/zh_edition.py workbook workbook-zh
+
+lab-student-zh: $(STAMP)
+	@test -d workbook-zh || $(MAKE) --no-print-directory workbook-zh
+	@$(BIN)/jupyter labextension list 2>&1 | grep -q "jupyterlab-myst.*enabled" || $(BIN)/jupyter labextension enable jupyterlab-myst
+	JUPYTER_CONFIG_PATH=$(CURDIR)/tools/student_lab $(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) workbook-zh
+
+STUDENT_ZH_SRC := _build/student_zh_src
+book-student-zh: $(STAMP)
+	$(BIN)/python tools/zh_edition.py student-sources $(STUDENT_ZH_SRC)
+	$(BIN)/jupyter-book build $(STUDENT_ZH_SRC) --path-output _build/student-zh --builder html -W -n --keep-going
+	$(BIN)/python tools/book_tools.py check-student-site _build/student-zh/_build/html
+
+# The Chinese PDF: the single-page build of the Chinese sources, printed like make pdf; it checks that every chapter's
+# Chinese title is in the text of its page, that a CJK font is embedded and that no character fell back to a box.
+pdf-zh: $(STAMP)
+	$(BIN)/python tools/zh_edition.py sources $(ZH_SRC)
+	$(BIN)/jupyter-book build $(ZH_SRC) --path-output _build/zh --builder singlehtml -W -n --keep-going
+	$(BIN)/python tools/zh_edition.py pdf --site _build/zh/_build/singlehtml --toc $(ZH_SRC)/_toc.yml \
+	    --out _build/pdf/positional-encoding-corrected-zh.pdf
 
 # NB, DIR, ROSTER, ROSTER_COLUMN, STUDENT, ASSIGNMENT, JOBS, GRADES, REPLACE and ISOLATION reach the grader through
 # the environment, unexpanded (a `$(...)` in a file name stays text): no shell, and no make function, ever sees a file
@@ -262,6 +307,7 @@ mutation: $(STAMP)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis workbook grades
+	rm -rf workbook-zh
 	rm -rf gradescope
 	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
 

@@ -74,7 +74,8 @@ def alibi_bias(
 
     ``num_heads`` is an integer in ``1 ... MAX_HEADS``, ``0 <= q_len <= k_len`` integers (0 gives an empty bias),
     ``causal`` a bool, ``dtype`` a floating dtype. A bias larger than the memory budget is refused before anything
-    is allocated.
+    is allocated. On ``device="meta"`` the result is an empty meta tensor of the bias's shape and dtype (shape
+    inference; there are no values to compute).
     """
     num_heads = check_int("num_heads", num_heads, minimum=1, maximum=MAX_HEADS)
     causal = check_bool("causal", causal)
@@ -88,6 +89,10 @@ def alibi_bias(
     # float64 distances and the bias (twice with the mask), then the cast to dtype
     check_memory("num_heads, q_len and k_len", entries * (16 + 16 * num_heads + dtype.itemsize * num_heads),
                  f"a (1, {num_heads}, {q_len}, {k_len}) bias")
+    if device is not None and device.type == "meta":
+        # a meta tensor has a shape and no values: answer at once (building it op by op sends every operation through
+        # PyTorch's Python meta kernels, seconds on a busy machine, for a result that holds nothing)
+        return torch.empty(1, num_heads, q_len, k_len, dtype=dtype, device=device)
     slopes = alibi_slopes(num_heads, dtype=torch.float64).to(device)
     i = torch.arange(q_len, device=device, dtype=torch.float64)[:, None] + (k_len - q_len)
     j = torch.arange(k_len, device=device, dtype=torch.float64)[None, :]

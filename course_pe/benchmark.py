@@ -1,44 +1,47 @@
-"""Speed and memory of RoPE implementations, measured side by side in one run.
+"""Speed and memory of RoPE implementations, measured side by side in one run, on the CPU or a CUDA GPU.
 
-    python -m course_pe.benchmark            # (1, 16, 4096, 128) float32, the default, with the compiled rows
-    python -m course_pe.benchmark --seq 1024 --repeats 30 --no-compile
+    python -m course_pe.benchmark                    # CPU: (1, 16, 4096, 128) float32, the current thread count
+    python -m course_pe.benchmark --threads 2        # the course's quiet-CPU measurement (issue 33)
+    python -m course_pe.benchmark --device cuda      # GPU: (4, 32, 8192, 128) bfloat16 and float32, and a decode step
+    python -m course_pe.benchmark --device cuda --json rope-gpu.json   # also store the results as data
 
 Compared, on the same input and the same precomputed tables where they take tables:
 
 * ``clone``: ``x.clone()``: allocate a tensor of ``x``'s size, read ``x`` once and write it once. The reference
-  for "one pass over the data", not a lower bound: the allocation (a fresh mapping from the operating system
-  for large tensors, page-faulted in on first write) is part of its time;
-* ``textbook half``: ``x * cos + rotate_half(x) * sin`` with ``cos``/``sin`` duplicated to ``head_dim``
-  (the GPT-NeoX / Hugging Face formulation);
-* ``complex interleaved``: ``view_as_complex(x) * exp(i p theta)`` (Meta's LLaMA formulation);
-* ``apply_rope half`` and ``apply_rope interleaved``: :func:`course_pe.rope.apply_rope` with default
-  positions (its float64-built tables are cached after the first call, as the others' tables are here);
-* ``compiled half`` and ``compiled interleaved`` (``compiled=True``, the command line's default): the one-pass
-  rotation compiled by ``torch.compile`` (:func:`compiled_rope`); where no compiler works (no C++ compiler, an
-  unsupported platform) the rows are left out and the report says why.
+  for "one pass over the data", not a lower bound: on the CPU the allocation (a fresh mapping from the operating
+  system for large tensors, page-faulted in on first write) is part of its time; on a GPU PyTorch's caching allocator
+  makes it almost free, and a clone runs at the memory bandwidth;
+* ``copy into preallocated``: ``out.copy_(x)`` into a tensor allocated once: one pass without the allocation;
+* ``textbook half``: ``x * cos + rotate_half(x) * sin`` with ``cos``/``sin`` duplicated to ``head_dim`` in ``x``'s
+  dtype (the GPT-NeoX formulation, and Hugging Face's eager ``apply_rotary_pos_emb``): five operations, five fresh
+  temporaries;
+* ``textbook half, preallocated``: the same five passes, written into buffers allocated once (``out=``): it separates
+  what the passes cost from what the fresh temporaries cost;
+* ``compiled textbook half``: ``torch.compile`` of that formula (one fused pass), where a compiler works;
+* ``complex interleaved``: ``view_as_complex(x) * exp(i p theta)`` (Meta's LLaMA formulation, in float32);
+* ``apply_rope half``, ``apply_rope interleaved``, ``apply_rope half, positions``, ``RotaryEmbedding half``:
+  :mod:`course_pe.rope` with default positions, explicit positions, and the module (after a first call that fills
+  the caches, as in a model). On a CUDA GPU with Triton they run the fused kernel of ``course_pe._rope_triton``;
+* ``compiled half`` and ``compiled interleaved`` (CPU, ``compiled=True``): the one-pass rotation compiled by
+  ``torch.compile`` (:func:`compiled_rope`).
 
 After warm-up, the implementations are timed in ``repeats`` rounds; each round calls every implementation once,
-in turn, so that a change of machine load affects all of them alike. A row keeps every timed call, as wall time and
-as the CPU time of the calling thread (with one thread, the CPU time of the kernels: far less sensitive to other
-processes than wall time, though caches are still shared); its ``milliseconds`` is the median wall time, and
-:func:`ratio_quantiles` gives the spread of the per-round ratio of two rows. Timings depend on the machine, its load
-and the thread count (the current one is used): on a shared machine, read them with their spread. The bytes each
-implementation allocates per call (:func:`measure_allocation`, from the PyTorch profiler's memory events) do not
-depend on the load at all.
+in turn, so that a change of machine load affects all of them alike. On the CPU a row keeps every timed call as wall
+time and as the CPU time of the calling thread; on a GPU as CUDA-event time (the device's time between two events
+around the call). ``milliseconds`` is the median, and :func:`ratio_quantiles` gives the spread of the per-round ratio of
+two rows. A decoding step (one position, :func:`run_decode_benchmark`) is timed as wall time per call over many calls,
+since there the launches and the Python around them are the cost. The bytes each implementation allocates per call
+(:func:`measure_allocation`, CPU) do not depend on the load at all.
 
-Why the half layout stays above a clone in eager PyTorch (bytes moved per element). A clone reads each element of
-``x`` once and writes it once. A fused rotation does the same (plus the cos/sin tables, shared by the batch and the
-heads): ``torch.compile`` produces such a kernel, and for the interleaved layout so does PyTorch's complex product.
-In eager PyTorch every operation is a kernel that writes its whole result to memory, and no single operation forms
-``a cos - b sin`` from two halves ``a``, ``b`` of a tensor (``addcmul`` adds one product to a tensor that must
-already hold the other), so each output half takes at least two passes: ``apply_rope``'s half layout runs four
-kernels on half-width views, ``out_a = a cos``, ``out_a -= b sin``, ``out_b = b cos``, ``out_b += a sin``, that is
-three loads and two stores per element of ``x`` against the clone's one and one. Running them on blocks of
-``2**17`` elements (512 KiB, which stay in the L2 cache between the two passes) brings the cost from about 2.5 toward
-1.5 clones. Measured on the course machine (2026-11-24, one thread, under a load average of about 5, so in CPU time):
-``apply_rope`` half 1.5 clones, interleaved 1.3, compiled half 1.1; every one of them allocates one output, the
-textbook formula about five. So the 1.3-clone target of issue 27 is met by the compiled path and the interleaved
-layout, not by the eager half layout, and cannot be: its two passes are the floor of eager PyTorch.
+What costs time. On the CPU, elementwise code on a tensor of 32 MiB pays for three things: passes over memory (each
+kernel reads and writes its operands), fresh allocations (a large temporary is a new mapping whose pages fault in on
+first write: on the course machine a clone took about six times a copy into an existing tensor), and the threads
+(every kernel splits its work between the threads and waits for all of them at its end, so on a busy machine many
+small kernels lose more than a few large ones). ``apply_rope``'s half layout runs four kernels on half-width views that
+write into one output (three reads and two writes per element of ``x``, one allocation); the textbook formula five
+kernels and five allocations. On a GPU, every operation is a kernel launch (microseconds each, which dominates a
+decoding step), and a large elementwise kernel runs at the memory bandwidth, so the count of passes is the cost: a
+fused kernel (Triton here, or ``torch.compile``) reads ``x`` once and writes once, as a clone does.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ import torch
 from ._validation import (
     check_bool,
     check_choice,
+    check_device,
+    check_dtype,
     check_even,
     check_float,
     check_int,
@@ -66,11 +71,13 @@ from ._validation import (
     check_tensor,
     numel,
 )
-from .rope import apply_rope, rope_cos_sin
+from .rope import RotaryEmbedding, apply_rope, rope_cos_sin
 from .rope_scaling import rope_frequencies
 
 __all__ = [
     "BenchmarkRow",
+    "DECODE_RATIOS",
+    "GPU_RATIOS",
     "MAX_REPEATS",
     "OPTIONAL_RATIOS",
     "RATIOS",
@@ -81,6 +88,7 @@ __all__ = [
     "measure_allocation",
     "ratio_quantiles",
     "rotate_half",
+    "run_decode_benchmark",
     "run_rope_benchmark",
     "textbook_rope",
     "time_call",
@@ -90,17 +98,31 @@ __all__ = [
 #: but a loop that runs for hours.
 MAX_REPEATS = 100_000
 
-# The ratios the course reports: name -> (numerator row, denominator row, target, "<=" or ">=").
+# The ratios the course reports: name -> (numerator row, denominator row, target, "<=" or ">="). On the CPU, issue 33's
+# targets for a quiet machine (2 threads, (1, 16, 4096, 128) float32).
 RATIOS: dict[str, tuple[str, str, float, str]] = {
-    "textbook half / apply_rope half": ("textbook half", "apply_rope half", 2.5, ">="),
+    "textbook half / apply_rope half": ("textbook half", "apply_rope half", 1.25, ">="),
     "apply_rope interleaved / complex": ("apply_rope interleaved", "complex interleaved", 1.2, "<="),
     "apply_rope interleaved / clone": ("apply_rope interleaved", "clone", 1.5, "<="),
-    "apply_rope half / clone": ("apply_rope half", "clone", 1.3, "<="),
+    "apply_rope half / clone": ("apply_rope half", "clone", 3.0, "<="),
 }
 #: Ratios reported only when their rows were measured (the compiled rows need a working ``torch.compile``).
 OPTIONAL_RATIOS: dict[str, tuple[str, str, float, str]] = {
     "compiled half / clone": ("compiled half", "clone", 1.3, "<="),
     "compiled interleaved / clone": ("compiled interleaved", "clone", 1.3, "<="),
+}
+#: The targets of issue 33 on a GPU, for a bfloat16 prefill of shape (4, 32, 8192, 128); at most 1.5 clones.
+GPU_RATIOS: dict[str, tuple[str, str, float, str]] = {
+    "apply_rope half / clone": ("apply_rope half", "clone", 1.5, "<="),
+    "apply_rope interleaved / clone": ("apply_rope interleaved", "clone", 1.5, "<="),
+    "RotaryEmbedding half / clone": ("RotaryEmbedding half", "clone", 1.5, "<="),
+    "textbook half / apply_rope half": ("textbook half", "apply_rope half", 1.0, ">="),
+}
+#: The targets of issue 33 for a decoding step; at most 1.2 times the wall time of the textbook formula (cos/sin given).
+DECODE_RATIOS: dict[str, tuple[str, str, float, str]] = {
+    "apply_rope half, positions / textbook": ("apply_rope half, positions", "textbook half (cos/sin given)", 1.2, "<="),
+    "RotaryEmbedding half, positions / textbook": ("RotaryEmbedding half, positions", "textbook half (cos/sin given)",
+                                                   1.2, "<="),
 }
 
 
@@ -131,7 +153,14 @@ def textbook_rope(x: torch.Tensor, cos_full: torch.Tensor, sin_full: torch.Tenso
             ok = False
         if not ok:
             raise ValueError(f"{name} of shape {tuple(t.shape)} does not broadcast to x's shape {tuple(x.shape)}")
-    return x * cos_full + rotate_half(x) * sin_full
+    return _textbook(x, cos_full, sin_full)
+
+
+def _textbook(x: torch.Tensor, cos_full: torch.Tensor, sin_full: torch.Tensor) -> torch.Tensor:
+    """:func:`textbook_rope` without its checks: the formula alone, as the benchmark times it (a check that reads a
+    value would make a GPU wait at every call, which the formula itself does not)."""
+    half = x.shape[-1] // 2
+    return x * cos_full + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin_full
 
 
 def complex_rope(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
@@ -151,6 +180,11 @@ def complex_rope(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
     if not ok:
         raise ValueError(f"freqs_cis of shape {tuple(freqs_cis.shape)} does not broadcast to {want}")
     check_same_device("freqs_cis", freqs_cis, "x", x)
+    return _complex(x, freqs_cis)
+
+
+def _complex(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+    """:func:`complex_rope` without its checks (Meta's formula alone, as the benchmark times it)."""
     # view_as_complex needs pairs adjacent in memory: a transposed or strided x is copied first (a no-op otherwise)
     z = torch.view_as_complex(x.float().contiguous().reshape(*x.shape[:-1], x.shape[-1] // 2, 2))
     return torch.view_as_real(z * freqs_cis).flatten(-2).type_as(x)
@@ -255,50 +289,69 @@ def ratio_quantiles(
     return tuple(_quantile(ratios, q) for q in qs)
 
 
-def _all_ratios(rows: list[BenchmarkRow]) -> dict[str, tuple[str, str, float, str]]:
+def _check_targets(targets: object) -> dict[str, tuple[str, str, float, str]]:
+    if targets is None:
+        return RATIOS
+    if not isinstance(targets, dict) or not all(
+            isinstance(k, str) and isinstance(v, tuple) and len(v) == 4 and v[3] in ("<=", ">=")
+            for k, v in targets.items()):
+        raise TypeError("targets must be a dict like RATIOS: name -> (numerator row, denominator row, target, "
+                        "'<=' or '>=')")
+    return targets
+
+
+def _all_ratios(rows: list[BenchmarkRow], targets: dict[str, tuple[str, str, float, str]] = RATIOS
+                ) -> dict[str, tuple[str, str, float, str]]:
     names = {r.name for r in rows}
     optional = {k: v for k, v in OPTIONAL_RATIOS.items() if v[0] in names and v[1] in names}
-    return {**RATIOS, **optional}
+    return {**targets, **optional}
 
 
-def benchmark_ratios(rows: list[BenchmarkRow]) -> dict[str, float]:
-    """The ratios of ``RATIOS`` (and of ``OPTIONAL_RATIOS`` whose rows are present), computed from ``rows``' median
-    wall times (each row name must appear once)."""
+def benchmark_ratios(rows: list[BenchmarkRow], *, targets: dict | None = None) -> dict[str, float]:
+    """The ratios of ``targets`` (default ``RATIOS``; also :data:`GPU_RATIOS`, :data:`DECODE_RATIOS`), and of
+    ``OPTIONAL_RATIOS`` whose rows are present, computed from ``rows``' median times (each row name must appear
+    once)."""
     if not isinstance(rows, (list, tuple)) or not all(isinstance(r, BenchmarkRow) for r in rows):
         raise TypeError("rows must be a list of BenchmarkRow")
+    targets = _check_targets(targets)
     times = {r.name: r.milliseconds for r in rows}
     if len(times) != len(rows):
         raise ValueError(f"rows must have distinct names, got {[r.name for r in rows]}")
-    needed = {n for num, den, _, _ in RATIOS.values() for n in (num, den)}
+    needed = {n for num, den, _, _ in targets.values() for n in (num, den)}
     missing = sorted(needed - times.keys())
     if missing:
         raise ValueError(f"rows lack the implementations {missing}")
-    return {label: times[num] / times[den] for label, (num, den, _, _) in _all_ratios(rows).items()}
+    return {label: times[num] / times[den] for label, (num, den, _, _) in _all_ratios(rows, targets).items()}
 
 
-def format_report(rows: list[BenchmarkRow]) -> list[str]:
+def format_report(rows: list[BenchmarkRow], *, targets: dict | None = None, unit: str = "ms") -> list[str]:
     """The lines ``main`` prints after its header: one per row (time and multiple of ``clone``; with CPU samples
-    also the CPU time's multiple, with allocations the peak bytes' multiple of clone's), then one per ratio with its
-    target."""
-    ratios = benchmark_ratios(rows)
+    also the CPU time's multiple, with allocations the peak bytes' multiple of clone's), then one per ratio of
+    ``targets`` (default ``RATIOS``) with its target. ``unit`` is ``"ms"`` or ``"us"`` (the times printed)."""
+    check_choice("unit", unit, ("ms", "us"))
+    targets = _check_targets(targets)
+    ratios = benchmark_ratios(rows, targets=targets)
     clone = next(r.milliseconds for r in rows if r.name == "clone") if any(r.name == "clone" for r in rows) else None
     if clone is None:
         raise ValueError("rows lack the clone baseline")
+    scale = 1.0 if unit == "ms" else 1e3
     by_name = {r.name: r for r in rows}
     base = by_name["clone"]
     paired = all(len(r.samples) == len(base.samples) > 0 for r in rows)
+    width = max(24, *(len(r.name) for r in rows))
     lines = []
     for row in rows:
-        line = f"  {row.name:<24} {row.milliseconds:8.2f} ms   {row.milliseconds / clone:5.2f} x clone"
+        line = f"  {row.name:<{width}} {row.milliseconds * scale:8.2f} {unit}   {row.milliseconds / clone:5.2f} x clone"
         if paired:  # the spread over rounds: IQR of the calls, and of the per-round ratio to clone
             q1, _, q3 = ratio_quantiles(row, base)
-            line += f" (IQR {row.quantile(0.25):.2f}-{row.quantile(0.75):.2f} ms; ratio IQR {q1:.2f}-{q3:.2f})"
+            line += (f" (IQR {row.quantile(0.25) * scale:.2f}-{row.quantile(0.75) * scale:.2f} {unit}; "
+                     f"ratio IQR {q1:.2f}-{q3:.2f})")
         if row.cpu_milliseconds is not None and base.cpu_milliseconds:
             line += f"; CPU {row.cpu_milliseconds / base.cpu_milliseconds:.2f} x clone"
         if row.peak_bytes is not None and base.peak_bytes:
             line += f"; allocates {row.peak_bytes / base.peak_bytes:.2f} x clone at peak"
         lines.append(line)
-    for label, (num, den, target, sense) in _all_ratios(rows).items():
+    for label, (num, den, target, sense) in _all_ratios(rows, targets).items():
         line = f"  {label:<40} = {ratios[label]:.2f}x (target {sense} {target})"
         if paired:
             q1, _, q3 = ratio_quantiles(by_name[num], by_name[den])
@@ -386,6 +439,29 @@ def compiled_rope(layout: str, example: torch.Tensor | None = None) -> tuple[Cal
     return compiled, "compiled"
 
 
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform.processor() or platform.machine()
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _tolerance(dtype: torch.dtype) -> float:
+    return {torch.float64: 1e-9, torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}[dtype]
+
+
+def _check_device_dtype(device: object, dtype: object) -> tuple[torch.device, torch.dtype]:
+    device = check_device("device", device)
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or a CUDA device, got {device!r}")
+    check_dtype("dtype", dtype, "floating")
+    return device, dtype  # type: ignore[return-value]
+
+
 def run_rope_benchmark(
     shape: tuple[int, int, int, int] = (1, 16, 4096, 128),
     *,
@@ -393,13 +469,16 @@ def run_rope_benchmark(
     seed: int = 0,
     compiled: bool = False,
     allocations: bool = False,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
 ) -> list[BenchmarkRow]:
-    """Time every implementation on one random float32 input of ``shape`` (batch, heads, seq, head_dim).
+    """Time every implementation on one random input of ``shape`` (batch, heads, seq, head_dim) and ``dtype`` (a
+    floating dtype) on ``device`` (``"cpu"`` or a CUDA device).
 
-    Also checks that they all compute the same rotation (so a fast wrong answer cannot win). Each candidate is
-    called 3 times to warm up, then once per round for ``repeats`` rounds, in turn (see the module docstring); every
-    call's wall time and CPU time is kept. ``compiled`` adds the two :func:`compiled_rope` rows (left out, with a
-    message on stderr, where ``torch.compile`` does not work); ``allocations`` measures the bytes each row allocates
+    Also checks that they all compute the same rotation (within the dtype's rounding), so a fast wrong answer cannot
+    win. Each candidate is called 3 times to warm up, then once per round for ``repeats`` rounds, in turn (see the
+    module docstring). ``compiled`` adds the ``torch.compile`` rows (left out, with a message on stderr, where
+    ``torch.compile`` does not work); ``allocations`` measures the bytes each row allocates on the CPU
     (:func:`measure_allocation`).
     """
     import sys
@@ -410,76 +489,258 @@ def run_rope_benchmark(
         check_positive_int(f"shape {name}", size)
     check_even("head_dim", shape[-1])
     repeats = check_int("repeats", repeats, minimum=1, maximum=MAX_REPEATS)
-    # x, the two references, the tables and the candidates' outputs and temporaries: about 16 copies of x
-    check_memory("shape", 16 * 4 * numel(*shape), f"a float32 input of shape {shape} and its rotations")
+    device, dtype = _check_device_dtype(device, dtype)
+    # x, the references, the tables, the buffers and the candidates' outputs and temporaries: about 20 copies of x
+    check_memory("shape", 20 * 8 * numel(*shape), f"an input of shape {shape} and its rotations")
     seed = check_int("seed", seed, minimum=0, maximum=2**63 - 1)
     compiled = check_bool("compiled", compiled)
     allocations = check_bool("allocations", allocations)
+    if allocations and device.type != "cpu":
+        raise ValueError("allocations are measured on the CPU only (the profiler's CPU memory events)")
     generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(*shape, generator=generator)
+    x = torch.randn(*shape, generator=generator).to(device=device, dtype=dtype)
     seq, head_dim = shape[-2], shape[-1]
+    half = head_dim // 2
     inv_freq, _ = rope_frequencies(head_dim, dtype=torch.float64)
-    cos, sin = rope_cos_sin(torch.arange(seq), inv_freq)
-    cos_full, sin_full = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    cos, sin = rope_cos_sin(torch.arange(seq), inv_freq)  # float32, (seq, head_dim / 2)
+    cos, sin = cos.to(device), sin.to(device)
+    cos_full, sin_full = torch.cat([cos, cos], -1).to(dtype), torch.cat([sin, sin], -1).to(dtype)  # as HF: x's dtype
     freqs_cis = torch.complex(cos, sin)
+    positions = torch.arange(seq, device=device)
+    module = RotaryEmbedding(head_dim, layout="half", max_positions=seq).to(device)
+    copy_buffer = torch.empty_like(x)
+    negated, rotated, first, second, summed = (torch.empty_like(x[..., :half]), torch.empty_like(x),
+                                              torch.empty_like(x), torch.empty_like(x), torch.empty_like(x))
 
-    ref_half = apply_rope(x, layout="half")
-    ref_inter = apply_rope(x, layout="interleaved")
-    torch.testing.assert_close(textbook_rope(x, cos_full, sin_full), ref_half, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(complex_rope(x, freqs_cis), ref_inter, rtol=1e-5, atol=1e-5)
+    def textbook_preallocated() -> torch.Tensor:
+        torch.neg(x[..., half:], out=negated)
+        torch.cat([negated, x[..., :half]], dim=-1, out=rotated)
+        torch.mul(x, cos_full, out=first)
+        torch.mul(rotated, sin_full, out=second)
+        return torch.add(first, second, out=summed)
 
-    candidates: list[tuple[str, Callable[[], object]]] = [
-        ("clone", lambda: x.clone()),
-        ("textbook half", lambda: textbook_rope(x, cos_full, sin_full)),
-        ("apply_rope half", lambda: apply_rope(x, layout="half")),
-        ("complex interleaved", lambda: complex_rope(x, freqs_cis)),
-        ("apply_rope interleaved", lambda: apply_rope(x, layout="interleaved")),
+    ref_half = apply_rope(x.double(), layout="half").to(dtype)
+    ref_inter = apply_rope(x.double(), layout="interleaved").to(dtype)
+    candidates: list[tuple[str, Callable[[], object], torch.Tensor | None]] = [
+        ("clone", lambda: x.clone(), None),
+        ("copy into preallocated", lambda: copy_buffer.copy_(x), None),
+        ("textbook half", lambda: _textbook(x, cos_full, sin_full), ref_half),
+        ("textbook half, preallocated", textbook_preallocated, ref_half),
+        ("apply_rope half", lambda: apply_rope(x, layout="half"), ref_half),
+        ("complex interleaved", lambda: _complex(x, freqs_cis), ref_inter),
+        ("apply_rope interleaved", lambda: apply_rope(x, layout="interleaved"), ref_inter),
+        ("apply_rope half, positions", lambda: apply_rope(x, positions, layout="half"), ref_half),
+        ("RotaryEmbedding half", lambda: module(x), ref_half),
     ]
     if compiled:
-        for layout, reference in (("half", ref_half), ("interleaved", ref_inter)):
-            fn, reason = compiled_rope(layout, x)
-            if fn is None:
-                print(f"compiled {layout}: left out ({reason})", file=sys.stderr)
-                continue
-            torch.testing.assert_close(fn(x, cos, sin), reference, rtol=1e-5, atol=1e-5)
-            candidates.append((f"compiled {layout}", lambda fn=fn: fn(x, cos, sin)))
-    samples: dict[str, list[float]] = {name: [] for name, _ in candidates}
-    cpu: dict[str, list[float]] = {name: [] for name, _ in candidates}
+        try:
+            fused_textbook = torch.compile(lambda t: _textbook(t, cos_full, sin_full), dynamic=False)
+            with torch.inference_mode():
+                fused_textbook(x)
+            candidates.append(("compiled textbook half", lambda: fused_textbook(x), ref_half))
+        except Exception as error:  # no compiler, an unsupported platform: the row is left out, and why
+            print(f"compiled textbook half: left out (torch.compile failed: {type(error).__name__})", file=sys.stderr)
+        if device.type == "cpu" and dtype == torch.float32:
+            for layout, reference in (("half", ref_half), ("interleaved", ref_inter)):
+                fn, reason = compiled_rope(layout, x)
+                if fn is None:
+                    print(f"compiled {layout}: left out ({reason})", file=sys.stderr)
+                    continue
+                candidates.append((f"compiled {layout}", lambda fn=fn: fn(x, cos, sin), reference))
+    tolerance = _tolerance(dtype)
     with torch.inference_mode():
-        for _, fn in candidates:
+        for name, fn, reference in candidates:
+            if reference is not None:
+                got = fn()
+                assert isinstance(got, torch.Tensor)
+                error = float((got.double() - reference.double()).abs().max())
+                if error > tolerance * max(1.0, float(reference.abs().max())):
+                    raise AssertionError(f"{name} computes another rotation (largest difference {error:.3g})")
+    samples: dict[str, list[float]] = {name: [] for name, _, _ in candidates}
+    cpu: dict[str, list[float]] = {name: [] for name, _, _ in candidates}
+    cuda = device.type == "cuda"
+    with torch.inference_mode():
+        for _, fn, _ in candidates:
             for _ in range(3):
                 fn()
+        _synchronize(device)
+        for _ in range(repeats):
+            for name, fn, _ in candidates:
+                if cuda:
+                    start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start_event.record()
+                    fn()
+                    end_event.record()
+                    end_event.synchronize()
+                    samples[name].append(float(start_event.elapsed_time(end_event)))
+                else:
+                    start, cpu_start = time.perf_counter(), time.thread_time()
+                    fn()
+                    cpu[name].append(1e3 * (time.thread_time() - cpu_start))
+                    samples[name].append(1e3 * (time.perf_counter() - start))
+        memory = {name: measure_allocation(fn) if allocations else (None, None) for name, fn, _ in candidates}
+    return [
+        BenchmarkRow(name, max(_quantile(samples[name], 0.5), 1e-9), tuple(samples[name]), tuple(cpu[name]),
+                     *memory[name])
+        for name, _, _ in candidates
+    ]
+
+
+def run_decode_benchmark(
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.bfloat16,
+    heads: int = 32,
+    head_dim: int = 128,
+    position: int = 4000,
+    calls: int = 200,
+    repeats: int = 5,
+) -> list[BenchmarkRow]:
+    """One decoding step, ``x`` of shape ``(1, heads, 1, head_dim)`` at ``position``: the wall time per call (ms),
+    over ``calls`` calls back to back (a GPU is synchronised once at the end of each batch), in ``repeats`` rounds that
+    take the rows in turn. Here the launches and the Python around them are the cost, not the arithmetic.
+
+    Rows: ``clone``; ``textbook half (cos/sin given)`` (Hugging Face's eager formula with the row of cos/sin made
+    once, as a model makes it once for all its layers); ``apply_rope half, offset`` and ``apply_rope half,
+    positions``; ``RotaryEmbedding half, offset`` and ``RotaryEmbedding half, positions``. ``heads`` and ``calls``
+    in ``1 ... 100000``, ``head_dim`` even, ``position`` in ``0 ... 2**40``.
+    """
+    device, dtype = _check_device_dtype(device, dtype)
+    heads = check_int("heads", heads, minimum=1, maximum=MAX_REPEATS)
+    head_dim = check_even("head_dim", head_dim)
+    check_memory("head_dim", 64 * heads * head_dim, f"a decoding step of {heads} heads x {head_dim}")
+    position = check_int("position", position, minimum=0, maximum=2**40)
+    calls = check_int("calls", calls, minimum=1, maximum=MAX_REPEATS)
+    repeats = check_int("repeats", repeats, minimum=1, maximum=MAX_REPEATS)
+    x = torch.randn(1, heads, 1, head_dim, generator=torch.Generator().manual_seed(0)).to(device=device, dtype=dtype)
+    where = torch.tensor([position], device=device)
+    inv_freq, _ = rope_frequencies(head_dim, dtype=torch.float64)
+    cos, sin = rope_cos_sin(torch.tensor([position]), inv_freq)
+    cos_full = torch.cat([cos, cos], -1).to(device=device, dtype=dtype)
+    sin_full = torch.cat([sin, sin], -1).to(device=device, dtype=dtype)
+    module = RotaryEmbedding(head_dim, layout="half").to(device)
+    candidates: list[tuple[str, Callable[[], object]]] = [
+        ("clone", lambda: x.clone()),
+        ("textbook half (cos/sin given)", lambda: _textbook(x, cos_full, sin_full)),
+        ("apply_rope half, offset", lambda: apply_rope(x, offset=position, layout="half")),
+        ("apply_rope half, positions", lambda: apply_rope(x, where, layout="half")),
+        ("RotaryEmbedding half, offset", lambda: module(x, offset=position)),
+        ("RotaryEmbedding half, positions", lambda: module(x, where)),
+    ]
+    reference = apply_rope(x.double(), where, layout="half").to(dtype)
+    samples: dict[str, list[float]] = {name: [] for name, _ in candidates}
+    with torch.inference_mode():
+        for name, fn in candidates[1:]:
+            got = fn()
+            assert isinstance(got, torch.Tensor)
+            if float((got.double() - reference.double()).abs().max()) > _tolerance(dtype) * 4:
+                raise AssertionError(f"{name} computes another rotation")
+        for _, fn in candidates:
+            for _ in range(10):
+                fn()
+        _synchronize(device)
         for _ in range(repeats):
             for name, fn in candidates:
-                start, cpu_start = time.perf_counter(), time.thread_time()
-                fn()
-                cpu[name].append(1e3 * (time.thread_time() - cpu_start))
-                samples[name].append(1e3 * (time.perf_counter() - start))
-        memory = {name: measure_allocation(fn) if allocations else (None, None) for name, fn in candidates}
-    return [
-        BenchmarkRow(name, _quantile(samples[name], 0.5), tuple(samples[name]), tuple(cpu[name]), *memory[name])
-        for name, _ in candidates
-    ]
+                start = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                _synchronize(device)
+                samples[name].append(1e3 * (time.perf_counter() - start) / calls)
+    return [BenchmarkRow(name, max(_quantile(samples[name], 0.5), 1e-9), tuple(samples[name]))
+            for name, _ in candidates]
+
+
+def _row_record(row: BenchmarkRow, clone: float) -> dict[str, object]:
+    record: dict[str, object] = {"ms": row.milliseconds, "x_clone": row.milliseconds / clone}
+    if row.samples:
+        record["iqr_ms"] = [row.quantile(0.25), row.quantile(0.75)]
+    if row.cpu_milliseconds is not None:
+        record["cpu_ms"] = row.cpu_milliseconds
+    if row.peak_bytes is not None:
+        record["peak_bytes"] = row.peak_bytes
+    return record
 
 
 def main(argv: list[str] | None = None) -> None:
+    import datetime
+    import json
+    import subprocess
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--seq", type=int, default=4096)
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16", "float64"], action="append",
+                        help="repeatable; default float32 on the CPU, bfloat16 and float32 on a GPU")
+    parser.add_argument("--batch", type=int, default=None, help="default 1 on the CPU, 4 on a GPU")
+    parser.add_argument("--heads", type=int, default=None, help="default 16 on the CPU, 32 on a GPU")
+    parser.add_argument("--seq", type=int, default=None, help="default 4096 on the CPU, 8192 on a GPU")
     parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's current count)")
+    parser.add_argument("--repeats", type=int, default=None, help="rounds (default 20 on the CPU, 50 on a GPU)")
     parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile rows")
-    parser.add_argument("--no-allocations", action="store_true", help="do not measure the bytes allocated")
+    parser.add_argument("--no-allocations", action="store_true", help="do not measure the bytes allocated (CPU)")
+    parser.add_argument("--no-decode", action="store_true", help="leave out the decoding step")
+    parser.add_argument("--json", default=None, help="also write the results, with the machine and load, to this file")
     args = parser.parse_args(argv)
-    shape = (args.batch, args.heads, args.seq, args.head_dim)
-    rows = run_rope_benchmark(shape, repeats=args.repeats, compiled=not args.no_compile,
-                              allocations=not args.no_allocations)
-    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    print(f"RoPE on {shape} float32, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-          f"{platform.processor() or platform.machine()}{load}")
-    for line in format_report(rows):
-        print(line)
+    device = check_device("--device", args.device)
+    if device is None or device.type not in ("cpu", "cuda"):
+        parser.error(f"--device must be cpu or cuda, got {args.device}")
+    gpu = device.type == "cuda"
+    if args.threads is not None:
+        torch.set_num_threads(check_positive_int("--threads", args.threads))
+    shape = (args.batch or (4 if gpu else 1), args.heads or (32 if gpu else 16), args.seq or (8192 if gpu else 4096),
+             args.head_dim)
+    dtypes = [getattr(torch, name) for name in (args.dtype or (["bfloat16", "float32"] if gpu else ["float32"]))]
+    repeats = args.repeats or (50 if gpu else 20)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__)), timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    from . import _rope_triton
+    from .rope import _fused
+
+    fused = _fused(torch.empty(0, device=device))
+    triton_version = getattr(_rope_triton.triton, "__version__", None)
+    header = (f"RoPE on {device.type} ({_device_name(device)}), torch {torch.__version__}, "
+              f"{torch.get_num_threads()} threads, course_pe {commit or '(no git)'}"
+              + (f", load average {load:.1f} on {os.cpu_count()} cores" if load is not None else "")
+              + (f"; fused Triton kernel {'used' if fused else 'not used'} (triton {triton_version or 'not installed'})"
+                 if gpu else ""))
+    print(header)
+    record: dict[str, object] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device.type, "device_name": _device_name(device), "torch": torch.__version__,
+        "triton": triton_version, "fused_kernel": fused, "course_pe_commit": commit, "threads": torch.get_num_threads(),
+        "load_average_1min": load, "cores": os.cpu_count(), "command": "python -m course_pe.benchmark "
+        + " ".join(argv if argv is not None else __import__("sys").argv[1:]), "prefill": [], "decode": [],
+    }
+    targets = GPU_RATIOS if gpu else RATIOS
+    for dtype in dtypes:
+        rows = run_rope_benchmark(shape, repeats=repeats, compiled=not args.no_compile, device=device, dtype=dtype,
+                                  allocations=not args.no_allocations and not gpu)
+        print(f"prefill {shape} {str(dtype).replace('torch.', '')}, median of {repeats} rounds"
+              + (" (CUDA events)" if gpu else ""))
+        for line in format_report(rows, targets=targets):
+            print(line)
+        clone = next(r.milliseconds for r in rows if r.name == "clone")
+        record["prefill"].append({"shape": list(shape), "dtype": str(dtype).replace("torch.", ""),  # type: ignore[union-attr]
+                                  "rows": {r.name: _row_record(r, clone) for r in rows}})
+    if not args.no_decode:
+        for dtype in dtypes:
+            rows = run_decode_benchmark(device=device, dtype=dtype, heads=shape[1], head_dim=shape[3])
+            print(f"decode step (1, {shape[1]}, 1, {shape[3]}) {str(dtype).replace('torch.', '')} at position 4000, "
+                  "wall time per call")
+            for line in format_report(rows, targets=DECODE_RATIOS, unit="us"):
+                print(line)
+            clone = next(r.milliseconds for r in rows if r.name == "clone")
+            record["decode"].append({"shape": [1, shape[1], 1, shape[3]], "dtype": str(dtype).replace("torch.", ""),  # type: ignore[union-attr]
+                                     "rows": {r.name: _row_record(r, clone) for r in rows}})
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+        print(f"written: {args.json}")
 
 
 if __name__ == "__main__":

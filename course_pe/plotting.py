@@ -6,7 +6,16 @@ can combine panels. Every plot gets a title, axis labels and units.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import base64
+import hashlib
+import io
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
@@ -17,6 +26,13 @@ from ._validation import check_bool, check_float, check_int, check_memory, check
 
 __all__ = [
     "COLORS",
+    "LABELS_ZH",
+    "BilingualFigure",
+    "bilingual_figure",
+    "cjk_font_family",
+    "drawn_in",
+    "figure_language",
+    "t",
     "plot_attention",
     "plot_dimension_curves",
     "plot_encoding_heatmap",
@@ -107,10 +123,10 @@ def plot_encoding_heatmap(
     colorbar = check_bool("colorbar", colorbar)
     ax = _axes(ax)
     image = ax.imshow(data, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-    ax.set(title=title, xlabel="dimension", ylabel=r"position $p$")
+    ax.set(title=_default(title, "Positional encoding"), xlabel=t("dimension"), ylabel=t(r"position $p$"))
     ax.grid(False)
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, label="value")
+        ax.figure.colorbar(image, ax=ax, label=t("value"))
     return ax
 
 
@@ -138,8 +154,8 @@ def plot_dimension_curves(
     check_str("title", title)
     ax = _axes(ax)
     for n, d in enumerate(dims):
-        ax.plot(np.arange(data.shape[0]), data[:, d], label=labels[n] if labels is not None else f"dim {d}")
-    ax.set(title=title, xlabel=r"position $p$", ylabel="value")
+        ax.plot(np.arange(data.shape[0]), data[:, d], label=labels[n] if labels is not None else t("dim {d}", d=d))
+    ax.set(title=_default(title, "Encoding value by position"), xlabel=t(r"position $p$"), ylabel=t("value"))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(4, len(dims)))
     return ax
 
@@ -169,13 +185,13 @@ def plot_attention(
     colorbar = check_bool("colorbar", colorbar)
     ax = _axes(ax)
     image = ax.imshow(data, cmap="viridis", vmin=0, vmax=max(1e-12, float(data.max())), interpolation="nearest")
-    ax.set(title=title, xlabel="key", ylabel="query")
+    ax.set(title=_default(title, "Attention weights"), xlabel=t("key"), ylabel=t("query"))
     ax.grid(False)
     if tokens is not None:
         ax.set_xticks(range(len(tokens)), tokens, rotation=90)
         ax.set_yticks(range(len(tokens)), tokens)
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, label="weight")
+        ax.figure.colorbar(image, ax=ax, label=t("weight"))
     return ax
 
 
@@ -209,9 +225,238 @@ def plot_loss_by_position(
     for name, y in ys.items():
         ax.plot(np.arange(len(y)), y, label=name, color=COLORS.get(name.split()[0].lower()) if name.split() else None)
     if train_length is not None:
-        ax.axvline(train_length - 0.5, color="black", linestyle="--", linewidth=1, label=f"training length {train_length}")
+        ax.axvline(train_length - 0.5, color="black", linestyle="--", linewidth=1,
+                   label=t("training length {n}", n=train_length))
     if floor is not None:
-        ax.axhline(floor, color="gray", linestyle=":", linewidth=1, label=f"entropy rate {floor:.3f}")
-    ax.set(title=title, xlabel="position", ylabel=ylabel)
+        ax.axhline(floor, color="gray", linestyle=":", linewidth=1, label=t("entropy rate {floor:.3f}", floor=floor))
+    ax.set(title=_default(title, "Loss by position"), xlabel=t("position"), ylabel=_default(ylabel, "cross-entropy (nats)"))
     ax.legend(loc="upper left")
     return ax
+
+
+# ----------------------------------------------------------------------------------------- figures in two languages
+# The book has an English and a Chinese edition built from the same stored outputs (the Chinese edition does not run
+# the notebooks again: some train models for minutes). A figure whose drawn text (title, axes, legend) should read in
+# both languages is drawn twice when its cell runs, by ``bilingual_figure(draw)``: ``draw`` builds the figure, and
+# every text it draws goes through ``t``, which gives the English text, or its Chinese from ``LABELS_ZH`` while the
+# Chinese copy is drawn. The notebook shows the English figure (its stored output is the one the English edition
+# renders, byte for byte what a plain ``plt.show()`` gave); the Chinese PNG is stored in the same output's metadata,
+# ``{"course_pe": {"zh_CN": {"image/png": ...}}}``, where nbval does not compare and the English edition does not look,
+# and tools/zh_edition.py puts it in place of the English image in the Chinese notebooks.
+
+#: The Chinese of every text the course draws in a figure, keyed by the English exactly as ``t`` receives it: MathText
+#: in ``$...$`` and ``str.format`` fields included (a literal brace is doubled, as in any format string). English is
+#: drawn as it is. A text missing here fails the Chinese drawing (``KeyError``), so no figure goes half translated.
+#:
+#: :meta hide-value:
+LABELS_ZH: dict[str, str] = {
+    # the library's own labels (the plot_* functions above)
+    "Positional encoding": "位置编码",
+    "dimension": "维度",
+    r"position $p$": r"位置 $p$",
+    "position": "位置",
+    "value": "取值",
+    "Encoding value by position": "编码值随位置的变化",
+    "dim {d}": "维度 {d}",
+    "Attention weights": "注意力权重",
+    "key": "键",
+    "query": "查询",
+    "weight": "权重",
+    "Loss by position": "逐位置的损失",
+    "cross-entropy (nats)": "交叉熵（nat）",
+    "training length {n}": "训练长度 {n}",
+    "entropy rate {floor:.3f}": "熵率 {floor:.3f}",
+    # book/part1/sinusoidal.ipynb
+    r"Binary digits of $p$": r"$p$ 的各个二进制位",
+    r"bit $j$ (period $2^{{j+1}}$)": r"第 $j$ 位（周期 $2^{{j+1}}$）",
+    r"Sinusoidal table, $d_{{\mathrm{{model}}}} = {d}$": r"正弦位置编码表，$d_{{\mathrm{{model}}}} = {d}$",
+}
+
+LANGUAGES = ("en", "zh_CN")
+_LANGUAGE: ContextVar[str] = ContextVar("course_pe_figure_language", default="en")
+
+
+def figure_language() -> str:
+    """The language figures are being drawn in: ``"en"``, or ``"zh_CN"`` inside ``drawn_in("zh_CN")``."""
+    return _LANGUAGE.get()
+
+
+@contextmanager
+def drawn_in(language: str) -> Iterator[None]:
+    """Draw figures in ``language`` (one of ``LANGUAGES``) inside the ``with`` block: ``t`` answers in it."""
+    check_str("language", language)
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+    token = _LANGUAGE.set(language)
+    try:
+        yield
+    finally:
+        _LANGUAGE.reset(token)
+
+
+def t(text: str, **fields: object) -> str:
+    """A text drawn in a figure, in the language figures are being drawn in, with ``fields`` formatted in.
+
+    ``t("training length {n}", n=64)`` is "training length 64", or, while the Chinese copy of a figure is drawn,
+    the Chinese of "training length {n}" from ``LABELS_ZH`` with 64 in it (``KeyError`` if it has none)."""
+    check_str("text", text)
+    if _LANGUAGE.get() == "zh_CN":
+        try:
+            text = LABELS_ZH[text]
+        except KeyError:
+            raise KeyError(f"no Chinese for the figure text {text!r}: add it to course_pe.plotting.LABELS_ZH") from None
+    return text.format(**fields)
+
+
+def _default(text: str, default: str) -> str:
+    """A plot function's title or label: the caller's text as given, or the default in the figure's language."""
+    return t(default) if text == default else text
+
+
+# A font that draws Chinese, for the Chinese copy of a figure. Looked for in this order: the file named by
+# COURSE_PE_CJK_FONT; the font the book's site serves (tools/fonts/ of the repository, Noto Sans SC, SIL OFL 1.1),
+# converted once from WOFF2 (which matplotlib cannot read) to OpenType in the temporary folder; a system font that
+# matplotlib knows. Digits and Latin letters keep matplotlib's default font (DejaVu Sans), as in the English copy.
+CJK_FONT_ENV = "COURSE_PE_CJK_FONT"
+_REPOSITORY_FONT = Path(__file__).resolve().parents[1] / "tools" / "fonts" / "noto-sans-sc-chinese-simplified-400-normal.woff2"
+_SYSTEM_CJK_FAMILIES = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Micro Hei",
+                        "Microsoft YaHei", "PingFang SC", "SimHei")
+
+
+def _register(path: Path) -> str:
+    """Add the font file to matplotlib's font manager; return its family name."""
+    from matplotlib import font_manager
+
+    font_manager.fontManager.addfont(str(path))
+    return font_manager.FontProperties(fname=str(path)).get_name()
+
+
+def _opentype_from_woff2(path: Path) -> Path:
+    """An OpenType copy of a WOFF2 font in the temporary folder (made once per font file)."""
+    data = path.read_bytes()
+    target = Path(tempfile.gettempdir()) / f"course_pe-cjk-{hashlib.sha256(data).hexdigest()[:16]}.otf"
+    if not target.is_file():
+        from fontTools.ttLib import TTFont
+
+        font = TTFont(io.BytesIO(data))
+        font.flavor = None
+        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        font.save(str(partial))
+        partial.replace(target)
+    return target
+
+
+def cjk_font_family() -> str | None:
+    """The family name of a font matplotlib can draw Chinese with (registered with matplotlib), or None."""
+    from matplotlib import font_manager
+
+    named = os.environ.get(CJK_FONT_ENV)
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise ValueError(f"{CJK_FONT_ENV}={named!r} is not a font file")
+        return _register(_opentype_from_woff2(path) if path.suffix.lower() == ".woff2" else path)
+    if _REPOSITORY_FONT.is_file():
+        return _register(_opentype_from_woff2(_REPOSITORY_FONT))
+    known = {entry.name for entry in font_manager.fontManager.ttflist}
+    return next((family for family in _SYSTEM_CJK_FAMILIES if family in known), None)
+
+
+def _chinese_rc(family: str) -> dict[str, object]:
+    """matplotlib settings for the Chinese copy: text in the Chinese font first, DejaVu Sans for what it lacks (font
+    fallback). The Chinese font comes first because the text around MathText (``"位置 $p$"``) is drawn with the text's
+    first font alone; the math itself stays in MathText's DejaVu fonts, as in the English copy."""
+    return {"font.family": [family, "DejaVu Sans"]}
+
+
+def _png(fig: plt.Figure) -> bytes:
+    """The figure as the notebook's inline backend stores it (PNG at the figure's dpi, tight bounding box)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight", facecolor=fig.get_facecolor(),
+                edgecolor=fig.get_edgecolor())
+    return buffer.getvalue()
+
+
+class BilingualFigure:
+    """A figure drawn in English and in Chinese (``bilingual_figure``). Displayed, it is the English PNG with the
+    figure's usual text form, and the Chinese PNG in the output's metadata (absent where no font draws Chinese)."""
+
+    def __init__(self, english: bytes, chinese: bytes | None, text: str) -> None:
+        self.english = english
+        self.chinese = chinese
+        self.text = text
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
+        data = {"image/png": base64.b64encode(self.english).decode("ascii"), "text/plain": self.text}
+        chinese = {"image/png": base64.b64encode(self.chinese).decode("ascii")} if self.chinese is not None else None
+        return data, {"course_pe": {"zh_CN": chinese}}
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def bilingual_figure(draw: Callable[[], plt.Figure]) -> BilingualFigure:
+    """Draw a figure in English and in Chinese: ``draw()`` makes the figure (every text through ``t``) and returns it.
+
+    The English copy is drawn first and is what a notebook shows; the Chinese copy is drawn with a font that has Chinese
+    (``cjk_font_family``), or not at all where there is none. Both figures are closed. The last expression of a
+    notebook cell, ``bilingual_figure(draw)``, takes the place of ``plt.show()``."""
+    if not callable(draw):
+        raise TypeError(f"draw must be a function that returns a matplotlib Figure, got {type(draw).__name__}")
+
+    def drawn() -> plt.Figure:
+        before = set(plt.get_fignums())
+        try:
+            fig = draw()
+            if not isinstance(fig, plt.Figure):
+                raise TypeError(f"draw() must return a matplotlib Figure, got {type(fig).__name__}")
+        except BaseException:
+            for number in set(plt.get_fignums()) - before:  # no half-drawn figure is left for the notebook to show
+                plt.close(number)
+            raise
+        return fig
+
+    with drawn_in("en"):
+        fig = drawn()
+        english, text = _png(fig), repr(fig)
+        plt.close(fig)
+    chinese = None
+    family = cjk_font_family()
+    if family is not None:
+        with drawn_in("zh_CN"), mpl.rc_context(_chinese_rc(family)), _every_glyph_drawn():
+            fig = drawn()
+            try:
+                chinese = _png(fig)
+            finally:
+                plt.close(fig)
+    return BilingualFigure(english, chinese, text)
+
+
+class _MissingGlyphs(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "glyph" in record.getMessage().lower():
+            self.messages.append(record.getMessage())
+
+
+@contextmanager
+def _every_glyph_drawn() -> Iterator[None]:
+    """Fail (``ValueError``) where a character of the figure has no glyph in its fonts: matplotlib would draw a box.
+    matplotlib says so with a warning (text) or a log message (MathText)."""
+    import warnings
+
+    handler = _MissingGlyphs()
+    logger = logging.getLogger("matplotlib")
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+    finally:
+        logger.removeHandler(handler)
+    missing = handler.messages + [str(w.message) for w in caught if "missing from font" in str(w.message)]
+    if missing:
+        raise ValueError(f"the Chinese copy of the figure has characters its fonts cannot draw: {missing[:3]}")

@@ -50,12 +50,16 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import warnings
 from typing import Literal
 
 import torch
 from torch import nn
 
+from . import _rope_triton
 from ._validation import (
+    check_bool,
     check_choice,
     check_dtype,
     check_even,
@@ -69,17 +73,27 @@ from ._validation import (
     numel,
     require_values,
 )
-from .rope_scaling import DynamicNTKScaling, LongRoPEScaling, RopeScaling, _module_frequencies, rope_frequencies
+from .rope_scaling import (
+    DynamicNTKScaling,
+    LongRoPEScaling,
+    RopeScaling,
+    _base_inv_freq,
+    _float32_pow_frequencies,
+    _module_frequencies,
+    rope_frequencies,
+)
 
 RopeLayout = Literal["interleaved", "half"]
 ROPE_LAYOUTS: tuple[str, ...] = ("interleaved", "half")
 
 __all__ = [
     "ANGLE_DTYPES",
+    "DEVICE_CHECKS_VARIABLE",
     "MAX_POSITION",
     "ROPE_LAYOUTS",
     "RotaryEmbedding",
     "apply_rope",
+    "device_value_checks",
     "half_to_interleaved",
     "interleaved_to_half",
     "layout_permutation",
@@ -89,10 +103,6 @@ __all__ = [
 ]
 
 _WIDE = (torch.float32, torch.float64)
-# elements of x per block in the real-arithmetic path: 512 KiB of float32, small enough that a block's first-pass
-# results are still in the L2 cache when the second kernel reads them (measured best of 2**14 ... 2**20 on the course
-# machine for (1, 16, 4096, 128) and (4, 32, 1024, 64); see course_pe.benchmark)
-_BLOCK_ELEMENTS = 1 << 17
 #: Positions kept in a cos/sin cache (``RotaryEmbedding`` keeps ``max(max_positions, CACHE_LIMIT)``; ``apply_rope``
 #: caches default tables only up to this length). Beyond it cos and sin are computed for the call and not kept.
 CACHE_LIMIT = 8192
@@ -103,6 +113,50 @@ CACHE_LIMIT = 8192
 MAX_POSITION = 2**53
 #: The two ways angles can be computed, exactly (float64, the default) or as the reference implementations do.
 ANGLE_DTYPES: tuple[torch.dtype, ...] = (torch.float64, torch.float32)
+#: Environment variable that turns the value checks on for accelerator tensors (see :func:`device_value_checks`).
+DEVICE_CHECKS_VARIABLE = "COURSE_PE_DEVICE_CHECKS"
+_device_checks = os.environ.get(DEVICE_CHECKS_VARIABLE, "") not in ("", "0")
+
+
+def device_value_checks(enabled: bool | None = None) -> bool:
+    """Whether the checks that read tensor values also run on accelerator tensors; ``enabled`` (a bool) sets it.
+    Returns the setting in force before the call.
+
+    What is checked where. Every call checks what needs no data: types, dtypes, shapes, layouts, devices, integer
+    arguments. Checks that read values (positions finite and within ``[-2**53, 2**53]``, positions ``>= 0`` and
+    integral for :class:`RotaryEmbedding`, finite frequencies, offsets in range) run when the tensors are on the CPU,
+    in eager mode. On a GPU they would copy a result back to the host and wait for the device at every call (a decode
+    step would pay more for its checks than for its rotation), so they are off there by default, and they are never
+    traced by ``torch.compile``. Turn them on to debug a model on a GPU (``device_value_checks(True)``, or the
+    environment variable ``COURSE_PE_DEVICE_CHECKS=1`` before import). Unchecked bad values are not read out of
+    bounds: positions are turned into angles, never used as indices, on that path."""
+    global _device_checks
+    previous = _device_checks
+    if enabled is not None:
+        _device_checks = check_bool("enabled", enabled)
+    return previous
+
+
+def _compiling() -> bool:
+    return torch.compiler.is_compiling()
+
+
+def _values_checked(t: torch.Tensor) -> bool:
+    """Whether value checks read ``t`` (see :func:`device_value_checks`): eager, not inside ``torch.func``
+    transforms, not a meta tensor, and on the CPU unless device checks are on."""
+    if _compiling() or t.is_meta or _transformed(t):
+        return False
+    return t.device.type in _HOST_DEVICES or _device_checks
+
+
+#: Device types whose tensors live in host memory, where reading a value costs no wait for an accelerator.
+_HOST_DEVICES = ("cpu",)
+
+
+def _check_finite(name: str, t: torch.Tensor) -> None:
+    """The finite-values check of :func:`~course_pe._validation.check_tensor`, where values may be read."""
+    if t.dtype.is_floating_point and t.numel() and _values_checked(t) and not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} must hold only finite values (no NaN or inf)")
 
 
 def _check_offset(x: torch.Tensor, offset: object) -> int | torch.Tensor:
@@ -115,7 +169,8 @@ def _check_offset(x: torch.Tensor, offset: object) -> int | torch.Tensor:
                 f"a per-sequence offset must have shape (batch,) for x of shape (batch, heads, seq, head_dim); got "
                 f"offset of shape {tuple(offset.shape)} and x of shape {tuple(x.shape)}"
             )
-        check_index_range("offset", offset, 0, MAX_POSITION - seq + 1)
+        if _values_checked(offset):
+            check_index_range("offset", offset, 0, MAX_POSITION - seq + 1)
         return offset.long()
     return check_int("offset", offset, minimum=0, maximum=MAX_POSITION - seq)
 
@@ -129,10 +184,13 @@ def _default_positions(x: torch.Tensor, offset: int | torch.Tensor) -> torch.Ten
 
 
 def _check_position_values(name: str, positions: torch.Tensor) -> None:
-    """Refuse positions with ``|p| > MAX_POSITION`` (float64 rounds them: ``2**53 + 1`` becomes ``2**53``)."""
-    if positions.numel() == 0 or _transformed(positions):
+    """Refuse meta positions (no values), and positions with ``|p| > MAX_POSITION`` (float64 rounds them: ``2**53 + 1``
+    becomes ``2**53``) where values are read (:func:`device_value_checks`)."""
+    if positions.numel() == 0 or _compiling() or _transformed(positions):
         return
     require_values(name, positions)
+    if not _values_checked(positions):
+        return
     low, high = positions.min(), positions.max()
     if positions.dtype.is_floating_point:
         bad = float(low) < -MAX_POSITION or float(high) > MAX_POSITION
@@ -145,11 +203,9 @@ def _check_position_values(name: str, positions: torch.Tensor) -> None:
         )
 
 
-def _resolve_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
-    """Positions as a float64 tensor of shape ``(seq,)`` or ``(batch, 1, seq)`` (for 4-D ``x``)."""
+def _check_positions(x: torch.Tensor, positions: object) -> torch.Tensor:
+    """Check ``positions`` against ``x`` (shapes always, values where they may be read); return them unchanged."""
     seq = x.shape[-2]
-    if positions is None:
-        return torch.arange(seq, device=x.device, dtype=torch.float64)
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"positions must be a tensor or None, got {type(positions).__name__}")
     if positions.dtype in (torch.float16, torch.bfloat16):
@@ -157,7 +213,8 @@ def _resolve_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch
             f"positions in {positions.dtype} have already lost precision (bfloat16 rounds 4095 to 4096); "
             "pass integer or float32 positions"
         )
-    check_tensor("positions", positions, "position")
+    check_tensor("positions", positions, "position", finite=False)
+    _check_finite("positions", positions)
     _check_position_values("positions", positions)
     if positions.dim() == 1:
         if positions.shape[0] != seq:
@@ -165,8 +222,7 @@ def _resolve_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch
                 f"positions has length {positions.shape[0]} but x has seq = {seq} (shape {tuple(x.shape)})"
                 + _layout_hint(x, positions.shape[0])
             )
-        return positions.to(device=x.device, dtype=torch.float64)
-    if positions.dim() == 2:
+    elif positions.dim() == 2:
         if x.dim() != 4:
             raise ValueError(
                 f"per-sequence positions of shape (batch, seq) need x of shape (batch, heads, seq, head_dim), "
@@ -177,8 +233,15 @@ def _resolve_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch
                 f"positions must have shape ({x.shape[0]}, {seq}) for x of shape {tuple(x.shape)}, "
                 f"got {tuple(positions.shape)}" + _layout_hint(x, positions.shape[-1])
             )
-        return positions.to(device=x.device, dtype=torch.float64).unsqueeze(1)
-    raise ValueError(f"positions must be None, (seq,) or (batch, seq); got shape {tuple(positions.shape)}")
+    else:
+        raise ValueError(f"positions must be None, (seq,) or (batch, seq); got shape {tuple(positions.shape)}")
+    return positions
+
+
+def _resolve_positions(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Positions as a float64 tensor of shape ``(seq,)`` or ``(batch, 1, seq)`` (for 4-D ``x``)."""
+    positions = _check_positions(x, positions).to(device=x.device, dtype=torch.float64)
+    return positions.unsqueeze(1) if positions.dim() == 2 else positions
 
 
 def _layout_hint(x: torch.Tensor, length: int) -> str:
@@ -201,19 +264,28 @@ def _check_angle_dtype(angle_dtype: object) -> torch.dtype:
     return angle_dtype  # type: ignore[return-value]
 
 
+def _angle_device(device: torch.device) -> torch.device:
+    """Where float64 angles can be formed: ``device``, or the CPU for a device without float64 (Apple's MPS)."""
+    return torch.device("cpu") if device.type == "mps" else device
+
+
 def _cos_sin(
     positions: torch.Tensor,
     inv_freq: torch.Tensor,
     dtype: torch.dtype,
-    attention_factor: float = 1.0,
+    attention_factor: float | torch.Tensor = 1.0,
     angle_dtype: torch.dtype = torch.float64,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`rope_cos_sin` without the checks (for positions this module made itself)."""
-    angles = positions.to(angle_dtype)[..., None] * inv_freq.to(device=positions.device, dtype=angle_dtype)
+    """:func:`rope_cos_sin` without the checks (for positions this module made or checked itself), on
+    ``positions``' device (a device without float64 forms the angles on the CPU and gets the tables back)."""
+    device = positions.device
+    where = _angle_device(device)
+    angles = positions.to(device=where, dtype=angle_dtype)[..., None] \
+        * inv_freq.to(device=where, dtype=angle_dtype)
     cos, sin = angles.cos(), angles.sin()
-    if attention_factor != 1.0:
+    if isinstance(attention_factor, torch.Tensor) or attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
-    return cos.to(dtype), sin.to(dtype)
+    return cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype)
 
 
 def rope_cos_sin(
@@ -230,7 +302,8 @@ def rope_cos_sin(
     integer or float32/float64 tensor of any shape with finite values in ``[-2**53, 2**53]`` (:data:`MAX_POSITION`;
     beyond, float64 cannot tell neighbouring integers apart, so larger values are refused); ``inv_freq`` a finite
     floating ``(h,)`` tensor. Both outputs are multiplied by ``attention_factor`` (a finite number > 0; YaRN's
-    temperature, 1.0 otherwise).
+    temperature, 1.0 otherwise). The values of ``positions`` and ``inv_freq`` are checked where they may be read
+    (on the CPU; see :func:`device_value_checks`).
 
     ``angle_dtype``: ``torch.float64`` (the default) forms each angle ``p * theta`` in float64, within
     ``|p theta| * 2**-53`` of the product of the given numbers; ``torch.float32`` reproduces the reference numerics
@@ -238,10 +311,13 @@ def rope_cos_sin(
     float32, the product, cos, sin and the attention factor in float32 (see the precision note of
     :mod:`course_pe.rope` for when the difference matters).
     """
-    check_tensor("positions", positions, "position")
+    check_tensor("positions", positions, "position", finite=False)
+    require_values("positions", positions)
+    _check_finite("positions", positions)
     _check_position_values("positions", positions)
-    check_tensor("inv_freq", inv_freq, "floating", dim=1)
+    check_tensor("inv_freq", inv_freq, "floating", dim=1, finite=False)
     require_values("inv_freq", inv_freq)  # the positions have values, so the angles need the frequencies' values
+    _check_finite("inv_freq", inv_freq)
     check_dtype("dtype", dtype, "floating")
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0, strict_minimum=True)
     angle_dtype = _check_angle_dtype(angle_dtype)
@@ -256,15 +332,79 @@ def _default_cos_sin(
     seq: int, rotary_dim: int, base: float, device: torch.device, dtype: torch.dtype, angle_dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin for positions ``0 ... seq - 1`` and default frequencies (read-only, shared)."""
-    inv_freq, _ = rope_frequencies(rotary_dim, base=base, dtype=torch.float64, angle_dtype=angle_dtype)
+    inv_freq = _default_inv_freq(rotary_dim, base, angle_dtype)
     positions = torch.arange(seq, device=device, dtype=torch.float64)
     return _cos_sin(positions, inv_freq, dtype, 1.0, angle_dtype)
 
 
+@functools.lru_cache(maxsize=16)
+def _default_cis(
+    seq: int, rotary_dim: int, base: float, device: torch.device, dtype: torch.dtype
+) -> torch.Tensor:
+    """``cos + i sin`` of :func:`_default_cos_sin` (float64 angles) as one complex table, for the interleaved layout."""
+    return torch.complex(*_default_cos_sin(seq, rotary_dim, base, device, dtype, torch.float64))
+
+
+def _default_inv_freq(rotary_dim: int, base: float, angle_dtype: torch.dtype) -> torch.Tensor:
+    """float64 default frequencies on the CPU (shared, read-only), those of :func:`rope_frequencies` without its
+    argument checks (the callers checked them), so that ``torch.compile`` can trace them."""
+    if _compiling():
+        return _default_inv_freq_uncached(rotary_dim, base, angle_dtype)
+    return _default_inv_freq_cached(rotary_dim, base, angle_dtype)
+
+
+def _default_inv_freq_uncached(rotary_dim: int, base: float, angle_dtype: torch.dtype) -> torch.Tensor:
+    if angle_dtype == torch.float32:
+        return _float32_pow_frequencies(rotary_dim, base).to(torch.float64)
+    return _base_inv_freq(rotary_dim, base)
+
+
+_default_inv_freq_cached = functools.lru_cache(maxsize=32)(_default_inv_freq_uncached)
+
+
+@functools.lru_cache(maxsize=32)
+def _kernel_params(rotary_dim: int, base: float, device: torch.device) -> torch.Tensor:
+    """The fused kernel's parameters for default frequencies: the float64 frequencies and an attention factor 1."""
+    inv_freq = _default_inv_freq(rotary_dim, base, torch.float64)
+    return torch.cat([inv_freq, torch.ones(1, dtype=torch.float64)]).to(device)
+
+
 def _transformed(x: torch.Tensor) -> bool:
     """True inside ``torch.func`` transforms (``vmap``, ``grad``), whose tensors cannot be written with ``out=``."""
+    if _compiling():
+        return False
     check = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", None)
     return bool(check is not None and check(x))
+
+
+def _fused(x: torch.Tensor) -> bool:
+    """Whether :mod:`course_pe._rope_triton` rotates ``x``: a CUDA tensor (or a CPU one under Triton's interpreter,
+    for the tests), Triton installed and working there, eager mode (``torch.compile`` fuses the torch formula
+    itself)."""
+    return (_FUSED_ENABLED and not _compiling() and x.device.type not in FUSED_FAILURES and _rope_triton.usable(x)
+            and not _transformed(x))
+
+
+#: Whether apply_rope and RotaryEmbedding use the fused Triton kernel where it can run (CUDA).
+_FUSED_ENABLED = True
+#: Device types on which the fused kernel failed (a GPU that Triton cannot compile for, a broken installation), with
+#: the error: they use the torch path from then on.
+FUSED_FAILURES: dict[str, str] = {}
+
+
+def _run_fused(
+    x: torch.Tensor, positions: torch.Tensor | None, offset: int, params: torch.Tensor, rotary_dim: int, layout: str
+) -> torch.Tensor | None:
+    """The fused kernel's result, or ``None`` (with a warning, once per device type) where it fails: the caller then
+    takes the torch path."""
+    try:
+        return _rope_triton.rotate(x, positions, offset, params, rotary_dim, layout == "interleaved")
+    except Exception as error:  # noqa: BLE001 (Triton's compile and launch errors have no common base class)
+        message = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+        FUSED_FAILURES[x.device.type] = message
+        warnings.warn(f"course_pe.rope: the fused Triton kernel failed on {x.device.type} ({message}); RoPE takes the "
+                      "torch path there from now on", RuntimeWarning, stacklevel=3)
+        return None
 
 
 def rotate_with_cos_sin(
@@ -273,18 +413,21 @@ def rotate_with_cos_sin(
     """Rotate the pairs of ``x`` (``(..., seq, head_dim)``) by precomputed ``cos``/``sin``.
 
     ``cos`` and ``sin`` have shape ``(..., seq, head_dim // 2)`` broadcastable against ``x``'s leading
-    dimensions (one value per pair, not duplicated). ``x``, ``cos`` and ``sin`` must be floating
-    tensors (an integer ``x`` would be rounded back to integers). Float32 and float64 inputs are rotated
-    in their own dtype; lower precisions are rotated in float32 and cast back. Returns a new tensor with
-    ``x``'s dtype and device.
+    dimensions (one value per pair, not duplicated): one row per position of ``x``, or a single row for every
+    position. ``x``, ``cos`` and ``sin`` must be floating tensors (an integer ``x`` would be rounded back to
+    integers). Float32 and float64 inputs are rotated in their own dtype; lower precisions are rotated in float32 and
+    cast back. Returns a new tensor with ``x``'s dtype and device. The tables must be finite (checked where values
+    may be read: :func:`device_value_checks`); ``x`` may hold anything.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
     check_tensor("x", x, "floating", min_dim=2, finite=False)
-    check_tensor("cos", cos, "floating", min_dim=2)
-    check_tensor("sin", sin, "floating", min_dim=2)
+    check_tensor("cos", cos, "floating", min_dim=2, finite=False)
+    check_tensor("sin", sin, "floating", min_dim=2, finite=False)
     if not x.is_meta:  # a real x needs real tables (a meta x gives a meta result from any tables)
         require_values("cos", cos)
         require_values("sin", sin)
+    _check_finite("cos", cos)
+    _check_finite("sin", sin)
     head_dim = x.shape[-1]
     check_even("head_dim (last dimension of x)", head_dim)
     half = head_dim // 2
@@ -292,48 +435,59 @@ def rotate_with_cos_sin(
         raise ValueError(
             f"cos and sin must both have last dimension head_dim // 2 = {half}; got {tuple(cos.shape)} and {tuple(sin.shape)}"
         )
-    if x.dim() < 2 or cos.dim() < 2:
+    want = (*x.shape[:-1], half)
+    try:
+        fits = torch.broadcast_shapes(cos.shape, want) == want
+    except RuntimeError:
+        fits = False
+    if not fits:
         raise ValueError(
-            f"x must be (..., seq, head_dim) and cos/sin (..., seq, head_dim // 2); got {tuple(x.shape)} and {tuple(cos.shape)}"
+            f"cos and sin of shape {tuple(cos.shape)} do not broadcast to x's (..., seq, head_dim // 2) = {want}: "
+            f"they need one row per position of x (seq = {x.shape[-2]}) or a single row for all of them"
         )
+    return _rotate(x, cos, sin, layout)
+
+
+def _rotate(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, cis: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The rotation, without checks: a constant number of kernels whatever the length (no loop over positions).
+
+    * Under ``torch.compile``, when a gradient is needed, or inside ``torch.func`` transforms: the out-of-place
+      formula ``(a cos - b sin, b cos + a sin)``, which autograd differentiates and the compiler fuses into one pass.
+    * Interleaved layout, contiguous ``x``: one complex product ``(a + ib)(cos + i sin)`` (``cis`` if given).
+    * Otherwise, in eager inference: four kernels on half-width views that write into the output
+      (``out_a = a cos; out_a -= b sin; out_b = b cos; out_b += a sin``), so no temporary the size of ``x``.
+    """
+    half = x.shape[-1] // 2
     compute = x.dtype if x.dtype in _WIDE else torch.float32
     xc = x if x.dtype == compute else x.to(compute)
     cos, sin = cos.to(device=x.device, dtype=compute), sin.to(device=x.device, dtype=compute)
-
-    if layout == "interleaved" and xc.is_contiguous():
-        # One fused complex multiply: (a + ib)(cos + i sin). Reads x once, writes the result once.
-        z = torch.view_as_complex(xc.view(*xc.shape[:-1], half, 2))
-        out = torch.view_as_real(z * torch.complex(cos, sin)).view(xc.shape)
-    elif ((torch.is_grad_enabled() and (xc.requires_grad or cos.requires_grad or sin.requires_grad))
-          or _transformed(xc) or _transformed(cos) or _transformed(sin)):
-        # Differentiable path (training, or inside vmap): the same arithmetic, out of place.
+    functional = (_compiling() or (torch.is_grad_enabled() and (xc.requires_grad or cos.requires_grad
+                                                                or sin.requires_grad))
+                  or _transformed(xc) or _transformed(cos) or _transformed(sin))
+    if functional:
         if layout == "interleaved":
             a, b = xc[..., 0::2], xc[..., 1::2]
             out = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
         else:
             a, b = xc[..., :half], xc[..., half:]
             out = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+    elif layout == "interleaved" and xc.is_contiguous():
+        # One fused complex multiply: (a + ib)(cos + i sin). Reads x once, writes the result once.
+        z = torch.view_as_complex(xc.view(*xc.shape[:-1], half, 2))
+        table = cis if cis is not None else torch.complex(cos, sin)
+        out = torch.view_as_real(z * table).view(xc.shape)
     else:
         out = torch.empty_like(xc, memory_format=torch.contiguous_format)
-        seq = xc.shape[-2]
-        if out.numel() == 0:  # empty sequence, batch or heads: nothing to rotate
-            return out if out.dtype == x.dtype else out.to(x.dtype)
-        # Work on blocks of positions small enough (512 KiB) that each block's partial result is
-        # still in cache when the second kernel reads it back; one block for small inputs.
-        rows = max(1, min(seq, _BLOCK_ELEMENTS // max(1, xc.numel() // seq)))
-        for start in range(0, seq, rows):
-            block = slice(start, start + rows)
-            xb, ob = xc[..., block, :], out[..., block, :]
-            cb, sb = (cos, sin) if cos.shape[-2] == 1 else (cos[..., block, :], sin[..., block, :])
-            if layout == "interleaved":
-                a, b, out_a, out_b = xb[..., 0::2], xb[..., 1::2], ob[..., 0::2], ob[..., 1::2]
-            else:
-                a, b, out_a, out_b = xb[..., :half], xb[..., half:], ob[..., :half], ob[..., half:]
-            # Four kernels on half-width views, writing straight into the output; no temporaries.
-            torch.mul(a, cb, out=out_a)
-            out_a.addcmul_(b, sb, value=-1.0)  # a cos - b sin
-            torch.mul(b, cb, out=out_b)
-            out_b.addcmul_(a, sb)  # b cos + a sin
+        if layout == "interleaved":
+            a, b, out_a, out_b = xc[..., 0::2], xc[..., 1::2], out[..., 0::2], out[..., 1::2]
+        else:
+            a, b, out_a, out_b = xc[..., :half], xc[..., half:], out[..., :half], out[..., half:]
+        torch.mul(a, cos, out=out_a)
+        out_a.addcmul_(b, sin, value=-1.0)  # a cos - b sin
+        torch.mul(b, cos, out=out_b)
+        out_b.addcmul_(a, sin)  # b cos + a sin
     return out if out.dtype == x.dtype else out.to(x.dtype)
 
 
@@ -351,6 +505,13 @@ def _reference_rotation(
         return x * torch.cat([cos, cos], dim=-1) + rotated_half * torch.cat([sin, sin], dim=-1)
     a, b = x[..., 0::2], x[..., 1::2]
     return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+
+
+def _with_passthrough(x: torch.Tensor, rotated: torch.Tensor, rotary_dim: int) -> torch.Tensor:
+    """``rotated`` (the first ``rotary_dim`` dimensions) followed by the rest of ``x`` unchanged."""
+    if rotary_dim == x.shape[-1]:
+        return rotated
+    return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
 
 
 def apply_rope(
@@ -374,7 +535,8 @@ def apply_rope(
             sequence) when ``x`` is ``(batch, heads, seq, head_dim)``. Integer or float32/64 (not bool),
             finite; any real value with ``|p| <= 2**53`` (negative, fractional, very large) is a valid position,
             rotated by a float64 angle within ``2 |p theta_i| 2**-53`` rad of the exact ``p theta_i`` (measured:
-            0.51 rad at ``2**53 - 1``; see the module's precision note).
+            0.51 rad at ``2**53 - 1``; see the module's precision note). The values are checked on the CPU, not on
+            a GPU (:func:`device_value_checks`).
         inv_freq: ``(rotary_dim // 2,)`` frequencies; default ``base ** (-2i / rotary_dim)``
             (see :func:`~course_pe.rope_scaling.rope_frequencies` for scaled ones).
         base: used only when ``inv_freq`` is None.
@@ -393,12 +555,21 @@ def apply_rope(
         A new tensor of ``x``'s shape, dtype and device: row ``r`` of ``x`` (a vector along the last dimension) at
         position ``m`` becomes ``R_m x_r``. (So ``apply_rope(torch.eye(d), torch.full((d,), m))`` returns ``R_m``
         transposed: each *row* of the identity is rotated.)
+
+    Cost. A constant number of kernels whatever the length: on the CPU the interleaved layout is one complex product
+    and the half layout four kernels on half-width views, with cos/sin tables of the default positions cached per
+    length, device and dtype; on a CUDA GPU with Triton, one fused kernel that computes cos and sin itself (reads
+    ``x`` once, writes once); under ``torch.compile`` the formula is traced as one expression for the compiler to
+    fuse. Nothing is read back to the host for a GPU input (see :func:`device_value_checks` for what that leaves
+    unchecked there).
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
     check_tensor("x", x, "floating", finite=False)
     if x.dim() < 2:
         raise ValueError(f"x must be (..., seq, head_dim), got shape {tuple(x.shape)}")
     base = check_positive_float("base", base)
+    if base <= 1.0 and inv_freq is None:  # (rope_frequencies' check: default frequencies are computed without it)
+        raise ValueError(f"base must be > 1 so that frequencies decrease, got {base}")
     head_dim = x.shape[-1]
     if rotary_dim is None:
         rotary_dim = check_even("head_dim (last dimension of x)", head_dim)
@@ -413,29 +584,57 @@ def apply_rope(
     angle_dtype = _check_angle_dtype(angle_dtype)
     table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     if inv_freq is not None:
-        check_tensor("inv_freq", inv_freq, "floating")
+        check_tensor("inv_freq", inv_freq, "floating", finite=False)
         if not x.is_meta:  # a real x is rotated by real angles (a meta x gives a meta result from any frequencies)
             require_values("inv_freq", inv_freq)
+        _check_finite("inv_freq", inv_freq)
         if inv_freq.shape != (rotary_dim // 2,):
             raise ValueError(f"inv_freq must have shape ({rotary_dim // 2},), got {tuple(inv_freq.shape)}")
-    default_rows = positions is None and isinstance(offset, int) and offset == 0
-    if default_rows and inv_freq is None and x.shape[-2] <= CACHE_LIMIT:
-        # the common case: positions 0 ... seq-1 and default frequencies; tables are cached
-        cos, sin = _default_cos_sin(x.shape[-2], rotary_dim, float(base), x.device, table_dtype, angle_dtype)
+    if positions is not None:
+        positions = _check_positions(x, positions)
+    if (angle_dtype == torch.float64 and _fused(x)
+            and not (inv_freq is not None and inv_freq.requires_grad and torch.is_grad_enabled())):
+        # one kernel: angles, cos and sin in float64 inside it, one read of x and one write
+        if inv_freq is None:
+            params = _kernel_params(rotary_dim, float(base), x.device)
+        else:
+            params = torch.cat([inv_freq.to(device=x.device, dtype=torch.float64),
+                                torch.ones(1, dtype=torch.float64, device=x.device)])
+        if isinstance(offset, torch.Tensor):
+            positions, offset = _default_positions(x, offset), 0
+        kernel_positions = None if positions is None else positions.to(x.device)
+        out = _run_fused(x, kernel_positions, offset, params, rotary_dim, layout)
+        if out is not None:
+            return out
+    cis = None
+    default_rows = positions is None and isinstance(offset, int)
+    if default_rows and inv_freq is None and offset + x.shape[-2] <= CACHE_LIMIT and not _compiling():
+        # the common case: positions offset ... offset + seq - 1 and default frequencies; tables are cached, and
+        # a later row range (a decoding step at offset t) is a slice of the table of length offset + seq
+        # (a table per length for offset 0; for a later offset, one per power of two, so that a decoding loop does
+        # not build a new table at every step)
+        length = offset + x.shape[-2]
+        if offset:
+            length = min(1 << max(0, length - 1).bit_length(), CACHE_LIMIT)
+        cos, sin = _default_cos_sin(length, rotary_dim, float(base), x.device, table_dtype, angle_dtype)
+        if length != x.shape[-2]:
+            cos, sin = cos[offset:offset + x.shape[-2]], sin[offset:offset + x.shape[-2]]
+        if layout == "interleaved" and angle_dtype == torch.float64 and offset == 0:
+            cis = _default_cis(x.shape[-2], rotary_dim, float(base), x.device, table_dtype)
     else:
         if inv_freq is None:
-            inv_freq, _ = rope_frequencies(rotary_dim, base=base, dtype=torch.float64, angle_dtype=angle_dtype)
+            inv_freq = _default_inv_freq(rotary_dim, float(base), angle_dtype)
         if positions is None:
             pos = _default_positions(x, offset).to(torch.float64)
             pos = pos.unsqueeze(1) if pos.dim() == 2 else pos
         else:
-            pos = _resolve_positions(x, positions)
+            pos = positions.to(device=x.device, dtype=torch.float64)
+            pos = pos.unsqueeze(1) if pos.dim() == 2 else pos
         cos, sin = _cos_sin(pos, inv_freq, table_dtype, 1.0, angle_dtype)
-    rotate = _reference_rotation if angle_dtype == torch.float32 else rotate_with_cos_sin
-    if rotary_dim == head_dim:
-        return rotate(x, cos, sin, layout=layout)
-    rotated = rotate(x[..., :rotary_dim], cos, sin, layout=layout)
-    return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
+    if angle_dtype == torch.float32:
+        return _with_passthrough(x, _reference_rotation(x[..., :rotary_dim], cos, sin, layout=layout), rotary_dim)
+    part = x if rotary_dim == head_dim else x[..., :rotary_dim]
+    return _with_passthrough(x, _rotate(part, cos, sin, layout, cis), rotary_dim)
 
 
 # --------------------------------------------------------------------------- layouts
@@ -522,6 +721,16 @@ def permute_qk_weights(
     perm = layout_permutation(head_dim, to=to).to(weight.device)
     w = weight.reshape(num_heads, head_dim, *weight.shape[1:])
     return w[:, perm].reshape(weight.shape).clone()
+
+
+class _DeviceCache(dict):
+    """Tensors derived from a module's frequencies, kept per device: a cache, so two caches compare equal (two
+    modules of one configuration are alike whatever their caches hold, e.g. for ``train_seeds``)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _DeviceCache)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 # --------------------------------------------------------------------------- module
@@ -612,6 +821,14 @@ class RotaryEmbedding(nn.Module):
         # float64 master copy (a plain attribute, so Module.to(dtype) cannot round it); the buffer is the
         # float32 view that checkpoints and other libraries expose.
         self._inv_freq64 = inv_freq
+        # the frequencies a length-dependent scaling switches between (the grown ones of dynamic NTK are computed
+        # for each length): kept so that torch.compile need not call rope_frequencies
+        self._inv_freq_original = inv_freq
+        self._inv_freq_long = (_module_frequencies(self.rotary_dim, self.base, scaling,
+                                                   scaling.original_max_positions + 1, self.angle_dtype)[0]
+                               if isinstance(scaling, LongRoPEScaling) else None)
+        self._freq_cache = _DeviceCache()  # frequencies and kernel parameters on each device (a cache, not state)
+        self._cache_freq: int | None = None  # the _freq_seq_len the cos/sin buffers were built for
         self.register_buffer("inv_freq", inv_freq.to(torch.float32), persistent=False)
         self.register_buffer("cos_cached", torch.empty(0), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0), persistent=False)
@@ -626,6 +843,7 @@ class RotaryEmbedding(nn.Module):
         self.cos_cached, self.sin_cached = _cos_sin(
             positions, self._inv_freq64.to(device), torch.float64, self.attention_factor, self.angle_dtype
         )
+        self._cache_freq = self._freq_seq_len
 
     def _wanted_length(self, seq_len: int) -> int | None:
         """The length the frequencies of a length-dependent scaling are built for (``None``: the original ones)."""
@@ -637,9 +855,11 @@ class RotaryEmbedding(nn.Module):
         # LongRoPE: every length beyond the original gives the same (long) factors
         return original + 1 if isinstance(self.scaling, LongRoPEScaling) else seq_len
 
-    def _update_frequencies(self, seq_len: int, device: torch.device) -> None:
+    def _update_frequencies(self, seq_len: int, device: torch.device, *, rebuild: bool = True) -> None:
         """Length-dependent scalings: dynamic NTK recomputes its frequencies for every length beyond the original
-        maximum; LongRoPE switches from its short to its long factors there (and back for a shorter input)."""
+        maximum; LongRoPE switches from its short to its long factors there (and back for a shorter input). With
+        ``rebuild`` the cos/sin buffers follow at once; without (the fused kernel needs only the frequencies) they
+        are rebuilt when next read."""
         wanted = self._wanted_length(seq_len)
         if wanted == self._freq_seq_len:
             return
@@ -647,12 +867,88 @@ class RotaryEmbedding(nn.Module):
         self._inv_freq64 = inv_freq
         self.inv_freq = inv_freq.to(device=device, dtype=torch.float32)
         self._freq_seq_len = wanted
-        self._build_cache(min(max(seq_len, self.cached_positions), self.cache_limit), device)
+        self._freq_cache.clear()
+        if rebuild:
+            self._build_cache(min(max(seq_len, self.cached_positions), self.cache_limit), device)
+
+    def _ensure_cache(self, needed: int, device: torch.device) -> None:
+        """Buffers that cover positions ``0 ... needed - 1`` (``needed <= cache_limit``) on ``device``, in float64,
+        for the current frequencies; grown by powers of two."""
+        stale = (self.cos_cached.device != device or self.cos_cached.dtype != torch.float64  # e.g. after .half()
+                 or self._cache_freq != self._freq_seq_len)
+        if needed > self.cached_positions or stale:
+            length = max(needed, self.cached_positions)
+            self._build_cache(min(1 << math.ceil(math.log2(length)), self.cache_limit), device)
+
+    def _frequencies_for(self, wanted: int | None | torch.Tensor) -> torch.Tensor:
+        """float64 frequencies for the length ``wanted`` (:meth:`_wanted_length`; a Python int, ``None`` for the
+        original frequencies, or a 0-d tensor for dynamic NTK), on the CPU or ``wanted``'s device, computed with torch
+        operations only (``torch.compile`` traces them; :func:`~course_pe.rope_scaling.rope_frequencies` checks its
+        arguments with host calls that it cannot trace). Equal to :func:`_module_frequencies` bit for bit for an
+        int length."""
+        if wanted is None:
+            return self._inv_freq_original
+        if isinstance(self.scaling, LongRoPEScaling):
+            return self._inv_freq_long
+        scaling, rotary_dim = self.scaling, self.rotary_dim
+        assert isinstance(scaling, DynamicNTKScaling)
+        original = scaling.original_max_positions
+        device = wanted.device if isinstance(wanted, torch.Tensor) else None
+        if self.angle_dtype == torch.float32:  # transformers' float32 tensor arithmetic (see _module_frequencies)
+            length = wanted if isinstance(wanted, torch.Tensor) else torch.tensor(wanted)
+            current = torch.maximum(length.long(), torch.tensor(original, dtype=torch.int64, device=device))
+            new_base = self.base * ((scaling.factor * current / original) - (scaling.factor - 1)) ** (
+                rotary_dim / (rotary_dim - 2))
+            exponent = torch.arange(0, rotary_dim, 2, dtype=torch.int64, device=device).to(torch.float32) / rotary_dim
+            return (1.0 / (new_base**exponent)).to(torch.float64)
+        # the float64 formula of rope_scaling._dynamic_ntk (Python floats for an int length, as there)
+        stretch = scaling.factor * (wanted.to(torch.float64) if device is not None else wanted) / original \
+            - (scaling.factor - 1.0)
+        new_base = self.base * stretch ** (rotary_dim / (rotary_dim - 2))
+        pair = torch.arange(rotary_dim // 2, dtype=torch.float64, device=device)
+        return new_base ** (-2.0 * pair / rotary_dim)
+
+    def _device_frequencies(self, device: torch.device, seq_len: int | None = None) -> torch.Tensor:
+        """float64 frequencies on ``device``: the current ones, or (a length-dependent scaling) those for ``seq_len``.
+        Kept per device until the frequencies change (not under ``torch.compile``, which does not change the module)."""
+        wanted = self._freq_seq_len if seq_len is None else self._wanted_length(seq_len)
+        if _compiling():
+            return self._frequencies_for(wanted).to(_angle_device(device))
+        key = ("inv_freq", wanted, device)
+        if key not in self._freq_cache:
+            inv_freq = self._inv_freq64 if wanted == self._freq_seq_len else self._frequencies_for(wanted)
+            self._freq_cache[key] = inv_freq.to(_angle_device(device))
+        return self._freq_cache[key]
+
+    def _length_frequencies(self, positions: torch.Tensor, seq_len: int | None) -> torch.Tensor:
+        """float64 frequencies for a call with explicit ``positions`` on any device, without reading a value back to
+        the host: for a length-dependent scaling without ``seq_len`` both candidates (original and grown for the
+        current length ``L' = max(positions) + 1``) are computed on the device and one is selected there."""
+        device = positions.device
+        if seq_len is not None or not isinstance(self.scaling, (DynamicNTKScaling, LongRoPEScaling)):
+            return self._device_frequencies(device, seq_len)
+        original = self.scaling.original_max_positions
+        length = positions.max().to(_angle_device(device)) + 1  # a 0-d tensor on the device: no synchronisation
+        short = self._device_frequencies(device, original)
+        if isinstance(self.scaling, LongRoPEScaling):
+            grown = self._device_frequencies(device, original + 1)
+        else:
+            grown = self._frequencies_for(length)
+        return torch.where(length > original, grown, short)
+
+    def _kernel_params(self, device: torch.device) -> torch.Tensor:
+        """The fused kernel's parameters on ``device``: the current float64 frequencies and the attention factor."""
+        key = ("kernel", self._freq_seq_len, device)
+        if key not in self._freq_cache:
+            self._freq_cache[key] = torch.cat(
+                [self._inv_freq64, torch.tensor([self.attention_factor], dtype=torch.float64)]).to(device)
+        return self._freq_cache[key]
 
     #: Attributes whose effect lives in the cos/sin buffers. :func:`~course_pe.training.train_seeds` lets them differ
     #: between the models it trains together (their buffers are then stacked, one per model), as long as no call has
     #: to rebuild the buffers from them (see :meth:`_cos_sin_transformed`).
-    _seed_stackable_attributes = frozenset({"scaling", "attention_factor", "_inv_freq64", "_freq_seq_len"})
+    _seed_stackable_attributes = frozenset({"scaling", "attention_factor", "_inv_freq64", "_freq_seq_len",
+                                            "_cache_freq", "_inv_freq_original", "_inv_freq_long"})
 
     def _cos_sin_transformed(
         self, positions: torch.Tensor, needed: int, length: int
@@ -663,7 +959,8 @@ class RotaryEmbedding(nn.Module):
         for itself when the buffers are shared (the models agree); where they differ per model it would compute
         every model's from ``models[0]``'s scaling, so it is refused."""
         wanted = self._wanted_length(length)
-        if wanted == self._freq_seq_len and needed <= self.cached_positions:
+        if (wanted == self._freq_seq_len and self._cache_freq == self._freq_seq_len
+                and needed <= self.cached_positions):
             return self.cos_cached[positions], self.sin_cached[positions]
         if _transformed(self.cos_cached):
             reason = (f"new frequencies (length {length}, scaling {self.scaling!r})" if wanted != self._freq_seq_len
@@ -685,16 +982,22 @@ class RotaryEmbedding(nn.Module):
 
         ``positions``: integer tensor (uint8 included; or float32/float64 holding whole numbers) of values in
         ``0 ... 2**53``. ``seq_len`` (dynamic NTK and LongRoPE only): the current length, an integer in
-        ``1 ... 2**53 + 1``, default ``max(positions) + 1``.
+        ``1 ... 2**53 + 1``, default ``max(positions) + 1``. This method reads the largest position to size the
+        cache (on a GPU, one wait for the device); :meth:`forward` does not.
         """
         check_tensor("positions", positions, "position")
         return self._cos_sin(positions, seq_len,
                              transformed=_transformed(positions) or _transformed(self.cos_cached))
 
     def _cos_sin(
-        self, positions: torch.Tensor, seq_len: int | None, *, transformed: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        check_tensor("positions", positions, "position")
+        self, positions: torch.Tensor, seq_len: int | None, *, transformed: bool, tables: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Check ``positions`` (reading their values), set the frequencies for the current length and return the
+        float64 cos/sin at ``positions``; with ``tables=False`` only the checks and the frequencies (for the fused
+        kernel, which computes cos and sin itself): ``None``."""
+        check_tensor("positions", positions, "position", finite=False)
+        require_values("positions", positions)
+        _check_finite("positions", positions)
         _check_position_values("positions", positions)
         if positions.dtype.is_floating_point and not torch.equal(positions, positions.round()):
             raise ValueError("RotaryEmbedding caches integer positions; use apply_rope for fractional ones")
@@ -710,16 +1013,38 @@ class RotaryEmbedding(nn.Module):
         device = positions.device
         if transformed:
             return self._cos_sin_transformed(positions, needed, seq_len if seq_len is not None else needed)
-        self._update_frequencies(seq_len if seq_len is not None else needed, device)
+        self._update_frequencies(seq_len if seq_len is not None else needed, device, rebuild=tables)
+        if not tables:
+            return None
         if needed > self.cache_limit:
             # past the bounded cache: compute cos/sin for these positions only (memory ~ positions.numel())
             return _cos_sin(positions, self._inv_freq64.to(device), torch.float64, self.attention_factor,
                             self.angle_dtype)
-        stale = self.cos_cached.device != device or self.cos_cached.dtype != torch.float64  # e.g. after .half()
-        if needed > self.cached_positions or stale:
-            length = max(needed, self.cached_positions)
-            self._build_cache(min(1 << math.ceil(math.log2(length)), self.cache_limit), device)
+        self._ensure_cache(needed, device)
         return self.cos_cached[positions], self.sin_cached[positions]
+
+    def _rows(
+        self, offset: int, seq: int, length: int, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """float64 cos/sin of the rows ``offset ... offset + seq - 1``, with the frequencies for the current length
+        ``length``: a slice of the buffers (grown if needed), or computed for the call beyond ``cache_limit`` and under
+        ``torch.compile`` (where the module's state is not changed). Python integers only: no value is read."""
+        needed = offset + seq
+        if _compiling():
+            wanted = self._wanted_length(length)
+            if (wanted == self._freq_seq_len == self._cache_freq and needed <= self.cached_positions
+                    and self.cos_cached.device == device and self.cos_cached.dtype == torch.float64):
+                return self.cos_cached[offset:needed], self.sin_cached[offset:needed]
+            rows = torch.arange(offset, needed, device=device, dtype=torch.float64)
+            return _cos_sin(rows, self._device_frequencies(device, length), torch.float64, self.attention_factor,
+                            self.angle_dtype)
+        self._update_frequencies(length, device)
+        if needed > self.cache_limit:
+            rows = torch.arange(offset, needed, device=device, dtype=torch.float64)
+            return _cos_sin(rows, self._inv_freq64.to(device), torch.float64, self.attention_factor,
+                            self.angle_dtype)
+        self._ensure_cache(needed, device)
+        return self.cos_cached[offset:needed], self.sin_cached[offset:needed]
 
     def forward(
         self,
@@ -739,6 +1064,13 @@ class RotaryEmbedding(nn.Module):
         ``seq_len`` (dynamic NTK and LongRoPE only; an integer in ``1 ... 2**53 + 1``): the length whose frequencies
         to use, default ``max(positions) + 1``; the class docstring shows how to reproduce Hugging Face's module
         over a series of calls with it.
+
+        Cost and checks. Without ``positions`` (or with an int ``offset``) the rows are a slice of the cos/sin buffers;
+        on a CUDA GPU with Triton one fused kernel computes cos and sin itself. With ``positions`` on the CPU in eager
+        mode, they are checked (integral, ``>= 0``, at most ``2**53``) and looked up in the buffers; on a GPU and under
+        ``torch.compile`` they are not read back to the host: cos and sin are computed from them on the device (and a
+        length-dependent scaling picks its frequencies there), so a decode step costs a constant number of kernels
+        and no synchronisation. See :func:`device_value_checks`.
         """
         check_tensor("x", x, "floating", min_dim=2, finite=False)
         if x.is_meta:
@@ -747,25 +1079,61 @@ class RotaryEmbedding(nn.Module):
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x must have last dimension head_dim={self.head_dim}, got shape {tuple(x.shape)}")
         offset = _check_offset(x, offset)
-        if positions is None:
-            positions = _default_positions(x, offset)
-        else:
+        if positions is not None:
             if not (isinstance(offset, int) and offset == 0):
                 raise ValueError("offset applies to the default positions only; with explicit positions leave "
                                  "offset=0 (add the offset to the positions instead)")
-            _resolve_positions(x, positions)  # shape and range checks only
+            _check_positions(x, positions)
+            require_values("positions", positions)
             positions = positions.to(x.device)
+        if seq_len is not None:
+            seq_len = check_int("seq_len", seq_len, minimum=1, maximum=MAX_POSITION + 1)
+        seq = x.shape[-2]
+        rotate_rows = positions is None and isinstance(offset, int)
         # inside torch.func transforms: x may be shared by every model (in_dims None) while the buffers are stacked,
         # so the buffers and positions are looked at too, not x alone
-        transformed = _transformed(x) or _transformed(positions) or _transformed(self.cos_cached)
-        cos, sin = self._cos_sin(positions, seq_len, transformed=transformed)
-        if positions.dim() == 2:  # (batch, seq, h) -> (batch, 1, seq, h)
-            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        rotate = _reference_rotation if self.angle_dtype == torch.float32 else rotate_with_cos_sin
-        if self.rotary_dim == self.head_dim:
-            return rotate(x, cos, sin, layout=self.layout)
-        rotated = rotate(x[..., : self.rotary_dim], cos, sin, layout=self.layout)
-        return torch.cat([rotated, x[..., self.rotary_dim :]], dim=-1)
+        transformed = _transformed(x) or _transformed(self.cos_cached) or (
+            positions is not None and _transformed(positions))
+        fused = not transformed and self.angle_dtype == torch.float64 and _fused(x)
+        if rotate_rows and not transformed:
+            length = seq_len if seq_len is not None else offset + seq
+            if fused:
+                self._update_frequencies(length, x.device, rebuild=False)
+                out = _run_fused(x, None, offset, self._kernel_params(x.device), self.rotary_dim, self.layout)
+                if out is not None:
+                    return out
+            cos, sin = self._rows(offset, seq, length, x.device)
+        else:
+            if positions is None:
+                positions = _default_positions(x, offset)
+            if transformed or _values_checked(positions):
+                if fused:  # checked here, rotated by the kernel
+                    self._cos_sin(positions, seq_len, transformed=False, tables=False)
+                    out = _run_fused(x, positions, 0, self._kernel_params(x.device), self.rotary_dim, self.layout)
+                    if out is not None:
+                        return out
+                cos, sin = self._cos_sin(positions, seq_len, transformed=transformed)  # type: ignore[misc]
+            else:  # a GPU or torch.compile: nothing read back to the host
+                length_dependent = isinstance(self.scaling, (DynamicNTKScaling, LongRoPEScaling))
+                if fused:
+                    if length_dependent:
+                        params = torch.cat([self._length_frequencies(positions, seq_len).to(x.device), torch.full(
+                            (1,), self.attention_factor, dtype=torch.float64, device=x.device)])
+                    else:  # the frequencies never change: the cached parameters (a decoding step's common case)
+                        params = self._kernel_params(x.device)
+                    out = _run_fused(x, positions, 0, params, self.rotary_dim, self.layout)
+                    if out is not None:
+                        return out
+                inv_freq = self._length_frequencies(positions, seq_len)
+                cos, sin = _cos_sin(positions, inv_freq, torch.float64, self.attention_factor, self.angle_dtype)
+            if positions.dim() == 2:  # (batch, seq, h) -> (batch, 1, seq, h)
+                cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        part = x if self.rotary_dim == self.head_dim else x[..., : self.rotary_dim]
+        if self.angle_dtype == torch.float32:
+            rotated = _reference_rotation(part, cos, sin, layout=self.layout)
+        else:
+            rotated = _rotate(part, cos, sin, self.layout)
+        return _with_passthrough(x, rotated, self.rotary_dim)
 
     def extra_repr(self) -> str:
         return (

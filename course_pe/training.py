@@ -560,12 +560,20 @@ def evaluate_seeds(
     num_batches: int = 4,
     seed: int = 12345,
 ) -> list[PositionReport]:
-    """:func:`evaluate_by_position` for each model, on the same evaluation data (paired comparisons)."""
+    """:func:`evaluate_by_position` for each model, on the same evaluation data (paired comparisons).
+
+    ``models`` are seeds of one configuration: the same class with the same parameter names and shapes (models of
+    different architectures are refused with a ``ValueError``; evaluate them with one call each)."""
     if isinstance(models, nn.Module) or not isinstance(models, Sequence) or not models:
         raise TypeError("models must be a non-empty sequence of nn.Module")
     for i, model in enumerate(models):
         if not isinstance(model, nn.Module):
             raise TypeError(f"models[{i}] is a {type(model).__name__}, not an nn.Module")
+    shapes = [(n, p.shape) for n, p in models[0].named_parameters()]
+    for i, model in enumerate(models[1:], start=1):
+        if type(model) is not type(models[0]) or [(n, p.shape) for n, p in model.named_parameters()] != shapes:
+            raise ValueError(f"models[{i}] has a different architecture from models[0]; evaluate_seeds compares seeds "
+                             "of one configuration (call evaluate_by_position for each architecture)")
     return [
         evaluate_by_position(m, task, seq_len, batch_size=batch_size, num_batches=num_batches, seed=seed)
         for m in models

@@ -38,6 +38,7 @@ from course_pe import benchmark, plotting, reproducibility, seeds_benchmark, tra
 from course_pe.long_context_eval import PasskeyTask, sliding_window_report, window_forward_bytes  # noqa: E402
 from course_pe.coursework import gradescope  # noqa: E402
 from course_pe.coursework import (  # noqa: E402
+    environment,
     exercises,
     grade,
     grading_build,
@@ -294,6 +295,11 @@ REGISTRY: dict[str, Case] = {
         extremes=[dict(x=randn(2, 0, 8)), dict(x=randn(1, 1, 8)), dict(offset=LONG), dict(x=randn(1, 3, 8, dtype=torch.float64))],
     ),
     # -------------------------------------------------------------- rope
+    "rope.device_value_checks": Case(
+        cpe.rope.device_value_checks, lambda: dict(enabled=None),
+        {"enabled": st.sampled_from([1, 0, "yes", "", [True], torch.tensor(True), 1.0])},
+        extremes=[dict(enabled=False)],
+    ),
     "rope.rope_cos_sin": Case(
         cpe.rope_cos_sin,
         lambda: dict(positions=torch.arange(4), inv_freq=torch.ones(3)),
@@ -1008,8 +1014,19 @@ REGISTRY: dict[str, Case] = {
     "benchmark.run_rope_benchmark": Case(
         benchmark.run_rope_benchmark, lambda: dict(shape=(1, 1, 4, 4), repeats=1),
         {"shape": st.sampled_from([(1, 1, 4), (1, 1, 4, 3), (1, 0, 4, 4), [1, 1, 4, 4], (1, 1, 4.0, 4)]),
-         "repeats": bad_int(1), "seed": bad_int(0), "compiled": BAD_BOOL, "allocations": BAD_BOOL},
-        extremes=[dict(shape=(1, 1, 1, 2)), dict(shape=(1, 1, 2, 2), allocations=True)],
+         "repeats": bad_int(1), "seed": bad_int(0), "compiled": BAD_BOOL, "allocations": BAD_BOOL,
+         "device": st.sampled_from(["meta", "nonsense", 3]), "dtype": st.sampled_from([torch.int64, "float32", None])},
+        extremes=[dict(shape=(1, 1, 1, 2)), dict(shape=(1, 1, 2, 2), allocations=True),
+                  dict(shape=(1, 1, 2, 2), dtype=torch.bfloat16)],
+        examples=10,
+    ),
+    "benchmark.run_decode_benchmark": Case(
+        benchmark.run_decode_benchmark, lambda: dict(dtype=torch.float32, heads=1, head_dim=4, calls=1, repeats=1),
+        {"device": st.sampled_from(["meta", "nonsense", 3]), "dtype": st.sampled_from([torch.int64, "float32", None]),
+         "heads": bad_int(1, benchmark.MAX_REPEATS), "head_dim": st.one_of(bad_int(1), st.sampled_from([3, 5])),
+         "position": bad_int(0, 2**40), "calls": bad_int(1, benchmark.MAX_REPEATS),
+         "repeats": bad_int(1, benchmark.MAX_REPEATS)},
+        extremes=[dict(position=2**40), dict(dtype=torch.bfloat16, head_dim=2)],
         examples=10,
     ),
     "benchmark.measure_allocation": Case(
@@ -1419,14 +1436,15 @@ REGISTRY.update({
          "expected": st.sampled_from([[0.0], 0.0, torch.zeros(2), np.array(["a"]), None]),
          "atol": bad_float(0.0, strict=False), "exact": BAD_BOOL,
          "dtypes": st.sampled_from([["float32"], "float32", (np.float32,), 3]),
-         "atol32": bad_float(0.0, strict=False),
          "mistakes": st.sampled_from([[("m", np.zeros(2))], (("m",),), ((3, np.zeros(2)),), "m"]),
          "hint": st.sampled_from([3, b"h", ["h"]]), "hidden": BAD_BOOL,
-         "alternatives": st.sampled_from([[np.zeros(2)], np.zeros(2), (np.array(["a"]),), ([0.0],)]),
+         "lower": st.sampled_from([[0, 0], np.zeros(2), np.zeros(3, dtype=np.int64), np.array(["a", "b"])]),
+         "upper": st.sampled_from([[0, 0], np.zeros(2), np.zeros(3, dtype=np.int64), np.array(["a", "b"])]),
          "axes": st.sampled_from([[("i {i}", None)], ("i",), ((3, None),), (("i", [1, 2]),)])},
         extremes=[dict(args=(), expected=np.zeros((0, 3))), dict(expected=np.array(7, dtype=np.int64), exact=True,
-                                                                  dtypes=None, atol32=0.0),
-                  dict(alternatives=(np.ones(2),), axes=(("offset {v} (entry {i})", (-1, 1)),))],
+                                                                  dtypes=None),
+                  dict(expected=np.zeros(2, dtype=np.int64), exact=True, lower=np.zeros(2, dtype=np.int64),
+                       upper=np.ones(2, dtype=np.int64), axes=(("offset {v} (entry {i})", (-1, 1)),))],
     ),
     "exercises.CheckReport": Case(
         exercises.CheckReport, lambda: dict(exercise="e", passed=False, cases_run=0, cases_total=1),
@@ -1460,6 +1478,20 @@ REGISTRY.update({
                   dict(fn=lambda n: torch.zeros(0, n))],
     ),
     "exercises.chapters": Case(exercises.chapters, lambda: dict(), {}),
+    "exercises.library_sentence": Case(
+        exercises.library_sentence, lambda: dict(names=["course_pe.alibi.alibi_slopes"]),
+        {"names": st.sampled_from(["course_pe.alibi.alibi_slopes", None, [3], [""], {"a": 1}])},
+        extremes=[dict(names=()), dict(names=("a", "b"))]),
+    "exercises.tolerance_text": Case(exercises.tolerance_text, lambda: dict(tolerance=1e-4),
+                                     {"tolerance": bad_float(0.0)}, extremes=[dict(tolerance=5e-3), dict(tolerance=2.0)]),
+    "environment.missing_modules": Case(environment.missing_modules, lambda: dict(error="No module named 'x'"),
+                                        {"error": st.sampled_from([3, b"x", ["x"]])},
+                                        extremes=[dict(error=None), dict(error="")]),
+    "environment.unavailable_sentence": Case(
+        environment.unavailable_sentence, lambda: dict(modules=["transformers"]),
+        {"modules": st.sampled_from(["transformers", None, [3], [""]])}, extremes=[dict(modules=())]),
+    "environment.site_folders": Case(environment.site_folders, lambda: dict(), {}),
+    "environment.other_site_folders": Case(environment.other_site_folders, lambda: dict(), {}),
     "exercises.check": Case(
         exercises.check, lambda: dict(exercise_id="alibi_slopes", fn=lambda n: [1.0] * n),
         {"exercise_id": st.sampled_from([None, 3, "nope", "", ["alibi_slopes"]]), "hidden": BAD_BOOL,

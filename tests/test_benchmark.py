@@ -9,6 +9,8 @@ from course_pe import apply_rope
 from course_pe import rope_cos_sin as cpe_cos_sin
 from course_pe import rope_frequencies as cpe_frequencies
 from course_pe.benchmark import (
+    DECODE_RATIOS,
+    GPU_RATIOS,
     RATIOS,
     BenchmarkRow,
     benchmark_ratios,
@@ -17,12 +19,15 @@ from course_pe.benchmark import (
     main,
     ratio_quantiles,
     rotate_half,
+    run_decode_benchmark,
     run_rope_benchmark,
     textbook_rope,
     time_call,
 )
 
-NAMES = ["clone", "textbook half", "apply_rope half", "complex interleaved", "apply_rope interleaved"]
+NAMES = ["clone", "copy into preallocated", "textbook half", "textbook half, preallocated", "apply_rope half",
+         "complex interleaved", "apply_rope interleaved", "apply_rope half, positions", "RotaryEmbedding half"]
+RATIO_NAMES = ["clone", "textbook half", "apply_rope half", "complex interleaved", "apply_rope interleaved"]
 
 
 def closed_form_tables(seq: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,7 +60,7 @@ def test_benchmark_runs_and_reports_every_implementation():
 
 
 def test_ratios_and_report_from_known_rows():
-    rows = [BenchmarkRow(n, ms) for n, ms in zip(NAMES, [2.0, 10.0, 4.0, 3.0, 2.5])]
+    rows = [BenchmarkRow(n, ms) for n, ms in zip(RATIO_NAMES, [2.0, 10.0, 4.0, 3.0, 2.5])]
     assert benchmark_ratios(rows) == {
         "textbook half / apply_rope half": 2.5,
         "apply_rope interleaved / complex": 2.5 / 3.0,
@@ -63,14 +68,14 @@ def test_ratios_and_report_from_known_rows():
         "apply_rope half / clone": 2.0,
     }
     lines = format_report(rows)
-    assert len(lines) == len(NAMES) + len(RATIOS)
-    for line, name, ms in zip(lines, NAMES, [2.0, 10.0, 4.0, 3.0, 2.5]):  # one row per implementation, in order
+    assert len(lines) == len(RATIO_NAMES) + len(RATIOS)
+    for line, name, ms in zip(lines, RATIO_NAMES, [2.0, 10.0, 4.0, 3.0, 2.5]):  # one row per implementation, in order
         assert line.split("  ")[1].strip() == name
         assert f"{ms:8.2f} ms" in line and f"{ms / 2.0:5.2f} x clone" in line
-    assert lines[5].strip().startswith("textbook half / apply_rope half") and "= 2.50x (target >= 2.5)" in lines[5]
+    assert lines[5].strip().startswith("textbook half / apply_rope half") and "= 2.50x (target >= 1.25)" in lines[5]
     assert "= 0.83x (target <= 1.2)" in lines[6]
     assert "= 1.25x (target <= 1.5)" in lines[7]
-    assert lines[8].strip().startswith("apply_rope half / clone") and "= 2.00x (target <= 1.3)" in lines[8]
+    assert lines[8].strip().startswith("apply_rope half / clone") and "= 2.00x (target <= 3.0)" in lines[8]
     with pytest.raises(ValueError, match="lack"):
         benchmark_ratios(rows[1:])
     # the compiled rows' ratios appear only with the rows
@@ -78,16 +83,35 @@ def test_ratios_and_report_from_known_rows():
     assert benchmark_ratios(more)["compiled half / clone"] == 1.1
     assert benchmark_ratios(more)["compiled interleaved / clone"] == 0.9
     assert len(format_report(more)) == len(more) + len(RATIOS) + 2
+    # other target sets: the GPU's and the decoding step's, in microseconds
+    gpu = rows + [BenchmarkRow("RotaryEmbedding half", 3.0)]
+    assert benchmark_ratios(gpu, targets=GPU_RATIOS)["RotaryEmbedding half / clone"] == 1.5
+    decode = [BenchmarkRow(n, ms) for n, ms in (("clone", 0.01), ("textbook half (cos/sin given)", 0.05),
+                                                ("apply_rope half, positions", 0.055),
+                                                ("RotaryEmbedding half, positions", 0.07))]
+    lines = format_report(decode, targets=DECODE_RATIOS, unit="us")
+    assert "   55.00 us    5.50 x clone" in lines[2]
+    assert "= 1.10x (target <= 1.2)" in lines[4] and "= 1.40x (target <= 1.2)" in lines[5]
+    with pytest.raises(TypeError, match="targets must be a dict"):
+        format_report(decode, targets={"a": ("clone", "clone", 1.0)})
 
 
 def test_main_prints_header_rows_and_ratios(capfd):
     main(["--batch", "1", "--heads", "1", "--seq", "16", "--head-dim", "8", "--repeats", "1", "--no-compile"])
+    # python -m course_pe.benchmark --device cuda is the same command on a GPU (CUDA events); here no CUDA: refused
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="not available here"):
+            main(["--device", "cuda"])
     captured = capfd.readouterr()  # file descriptors: the profiler's C++ side writes to fd 2
     out = captured.out.splitlines()
-    assert out[0].startswith("RoPE on (1, 1, 16, 8) float32")
-    assert [line.split("  ")[1].strip() for line in out[1:6]] == NAMES
-    assert all("allocates" in line for line in out[1:6])  # allocations are measured by default
-    assert [line.strip().split(" = ")[0].strip() for line in out[6:]] == list(RATIOS)
+    assert out[0].startswith("RoPE on cpu (") and "threads" in out[0] and "load average" in out[0]
+    assert out[1].startswith("prefill (1, 1, 16, 8) float32, median of 1 rounds")
+    rows = out[2:2 + len(NAMES)]
+    assert [line.split("  ")[1].strip() for line in rows] == NAMES
+    assert all("allocates" in line for line in rows)  # allocations are measured by default
+    ratios = out[2 + len(NAMES):2 + len(NAMES) + len(RATIOS)]
+    assert [line.strip().split(" = ")[0].strip() for line in ratios] == list(RATIOS)
+    assert out[2 + len(NAMES) + len(RATIOS)].startswith("decode step (1, 1, 1, 8) float32 at position 4000")
     assert "profiler_start" not in captured.err
 
 
@@ -139,8 +163,10 @@ def test_rows_keep_cpu_time_and_allocations():
     assert by_name["clone"].allocated_bytes == by_name["clone"].peak_bytes == x_bytes
     assert by_name["apply_rope half"].peak_bytes == x_bytes
     assert by_name["textbook half"].peak_bytes >= 2 * x_bytes
+    assert by_name["textbook half, preallocated"].peak_bytes == 0  # the same passes into buffers made once
+    assert by_name["copy into preallocated"].peak_bytes == 0
     lines = format_report(rows)
-    assert "allocates 1.00 x clone at peak" in lines[2] and "CPU" in lines[2]
+    assert "allocates 1.00 x clone at peak" in lines[NAMES.index("apply_rope half")] and "CPU" in lines[4]
 
 
 def test_measure_allocation_counts_bytes():
@@ -181,3 +207,21 @@ def test_compiled_rope_is_one_pass_and_right():
     torch.testing.assert_close(fn(x, cos, sin), apply_rope(x, layout="half"), rtol=1e-6, atol=1e-6)
     with torch.inference_mode():
         assert measure_allocation(lambda: fn(x, cos, sin))[1] == x.numel() * 4
+
+
+def test_decode_benchmark_rows_and_checks():
+    """The decoding step's rows: every implementation rotates the one position as apply_rope does (checked before
+    timing), each row keeps one sample per round (wall time per call)."""
+    rows = run_decode_benchmark(device="cpu", dtype=torch.float32, heads=2, head_dim=8, calls=3, repeats=2)
+    assert [r.name for r in rows] == ["clone", "textbook half (cos/sin given)", "apply_rope half, offset",
+                                      "apply_rope half, positions", "RotaryEmbedding half, offset",
+                                      "RotaryEmbedding half, positions"]
+    assert all(len(r.samples) == 2 and r.milliseconds > 0 for r in rows)
+    assert set(benchmark_ratios(rows, targets=DECODE_RATIOS)) == set(DECODE_RATIOS)
+    with pytest.raises(ValueError, match="device must be 'cpu' or a CUDA device"):
+        run_decode_benchmark(device="meta")
+
+
+def test_bfloat16_rows_are_checked_against_the_float64_rotation():
+    rows = run_rope_benchmark((1, 2, 16, 8), repeats=1, dtype=torch.bfloat16)
+    assert [r.name for r in rows] == NAMES

@@ -199,31 +199,23 @@ def test_chinese_text_uses_the_glossary_terms():
             assert variant not in unquoted, f"{e['id']}: use the glossary's term instead of {variant}"
 
 
-def chapter_titles() -> set[str]:
-    titles = set()
-    for path in book_tools.toc_notebooks():
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            found = re.search(r"^# (.+)$", "".join(cell["source"]), re.M) if cell["cell_type"] == "markdown" else None
-            if found:
-                titles.add(found.group(1).strip())
-                break
-    return titles
+CHAPTER_REFERENCE = re.compile(r"“(?!\{doc\})([^”]+)”(（[^）]+）)?一章")
+CHAPTER_ROLE = re.compile(r"“\{doc\}`(/book/[\w/]+)`”一章")
 
 
-CHAPTER_REFERENCE = re.compile(r"“([^”]+)”(（[^）]+）)?一章")
-
-
-def test_chinese_chapter_references_give_the_english_title_with_a_gloss():
-    """A Chinese reader finds a chapter by its (English) title; the gloss says what it is about."""
-    titles = chapter_titles()
-    assert "From tokens to model input" in titles
+def test_chinese_chapter_references_are_links_whose_title_follows_the_edition():
+    """A chapter named in a Chinese field is a {doc} link: the Chinese edition shows its Chinese title (the one in
+    the sidebar), the English edition its English one; never an English title inside Chinese prose (issue 36, M2)."""
+    docs = {"/" + p.relative_to(ROOT).with_suffix("").as_posix() for p in book_tools.toc_notebooks()}
     references = 0
     for e in ERRATA:
         for field in CHINESE_FIELDS[kind(e)]:
-            for title, gloss in CHAPTER_REFERENCE.findall(e[field]):
+            assert not CHAPTER_REFERENCE.search(e[field]), f"{e['id']}: name the chapter with {{doc}}, not its title"
+            for target in CHAPTER_ROLE.findall(e[field]):
                 references += 1
-                assert title in titles, f"{e['id']}: “{title}” is not the title of a chapter of the book"
-                assert gloss and CJK.search(gloss), f"{e['id']}: “{title}” needs a Chinese gloss in （）"
+                assert target in docs, f"{e['id']}: {target} is not a chapter of the book"
+            assert e[field].count("{doc}") == len(CHAPTER_ROLE.findall(e[field])), \
+                f"{e['id']}: a chapter link is written “{{doc}}`/book/...`”一章"
     assert references >= 10
 
 
@@ -506,6 +498,12 @@ def rendered_catalogue() -> str:
     )
 
 
+def _shown(text: str) -> str:
+    """Markdown text as words: bold written as **...** or as the {strong} role (the chapter writes the sources' bold as
+    the role, which also works beside Chinese punctuation) reads the same."""
+    return re.sub(r"\{strong\}`([^`]*)`", r"\1", text).replace("**", "")
+
+
 def test_the_errata_chapter_renders_every_entry_in_both_languages():
     rendered = rendered_catalogue()
     for e in STANDING:
@@ -515,7 +513,7 @@ def test_the_errata_chapter_renders_every_entry_in_both_languages():
     for e in WITHDRAWN:
         assert f"**{e['id']}** · *withdrawn*" in rendered, e["id"]
         for field in ("withdrawn", "withdrawn_zh", "context"):
-            assert e[field] in rendered, f"{e['id']}: {field} not rendered"
+            assert _shown(e[field]) in _shown(rendered), f"{e['id']}: {field} not rendered"
         assert f"<erratum-{e['id'].lower()}>" not in rendered, f"{e['id']}: a withdrawn entry links to no callout"
 
 
@@ -556,3 +554,16 @@ def test_e002_04_evaluates_the_quoted_formula_itself():
     typed = re.search(r'^source_002_formula = "([^"]*)"', cells[0].source, re.M)
     assert typed, "the evidence cell no longer names the source's formula source_002_formula"
     assert typed.group(1) == quote, (typed.group(1), quote)
+
+
+def test_withdrawn_entries_have_their_own_section_after_the_standing_ones():
+    """A reader meets the standing errata first (E000-01, withdrawn, used to open the catalogue), and no quotation
+    keeps the sources' Markdown bold as asterisks."""
+    rendered = rendered_catalogue()
+    heads = re.findall(r"^\*\*(E\d{3}-\d{2})\*\* · (\*withdrawn\*)?", rendered, re.M)
+    kinds = ["withdrawn" if w else "standing" for _, w in heads]
+    assert kinds == sorted(kinds, key=lambda k: k == "withdrawn") and "withdrawn" in kinds, kinds
+    quotes = [line for line in rendered.splitlines() if line.startswith("> ")]
+    assert quotes and not [q for q in quotes if "**" in re.sub(r"`[^`]*`", "", q)]  # code (10000 ** x) stays code
+    headings = ["".join(c["source"]) for c in errata_chapter()["cells"] if c["cell_type"] == "markdown"]
+    assert any(h.startswith("## Withdrawn entries") for h in headings)

@@ -5,7 +5,9 @@ library either: test_references_do_not_depend_on_the_library replaces every libr
 wrong one and shows that no expected value changes and that right and wrong answers are still told apart."""
 
 import importlib
+import linecache
 import math
+import time
 
 import numpy as np
 import pytest
@@ -13,7 +15,20 @@ import torch
 
 import course_pe as cpe
 from _class_tool import correct_t5_source
-from course_pe.coursework.exercises import EXERCISES, Outcome, call_case, chapters, check, exercises_for_chapter, judge, to_output
+from course_pe.coursework.environment import unavailable_sentence
+from course_pe.coursework.exercises import (
+    EXERCISES,
+    GRADING_SETUP,
+    Outcome,
+    call_case,
+    chapters,
+    check,
+    exercises_for_chapter,
+    judge,
+    library_sentence,
+    to_output,
+    tolerance_text,
+)
 
 # ----------------------------------------------------------------------------- reference solutions (written here)
 
@@ -202,10 +217,15 @@ def test_a_correct_float32_answer_passes_visible_and_hidden_cases(exercise_id):
         assert report.passed, str(report)
 
 
-def test_the_course_alibi_slopes_passes_in_float32():
-    # cpe.alibi_slopes returns float32 by default; a 1e-9 tolerance used to fail it with a hint about the formula
+def test_the_course_alibi_slopes_is_precise_enough_and_refused_with_the_graders_sentence():
+    """cpe.alibi_slopes returns float32 by default: its values are within the exercise's tolerance (a 1e-9 tolerance
+    used to fail them), and the notebook's check refuses the call as the grader does, with the grader's sentence
+    (student G2: "PASSED" in the notebook, 0 from the grader)."""
+    cases = EXERCISES["alibi_slopes"].cases(np.random.default_rng(0))
+    assert judge("alibi_slopes", cases, [call_case(cpe.alibi_slopes, c.args) for c in cases]).passed
     report = check("alibi_slopes", cpe.alibi_slopes)
-    assert report.passed, str(report)
+    assert not report.passed and report.library_called == ["course_pe.alibi.alibi_slopes"]
+    assert library_sentence(["course_pe.alibi.alibi_slopes"]) in str(report)
 
 
 def test_hidden_cases_are_randomised_and_reproducible():
@@ -221,7 +241,7 @@ def test_hidden_cases_are_randomised_and_reproducible():
 
 def test_failure_says_what_differed_before_the_hint():
     wrong_shape = check("sinusoidal_table", lambda n, d: sinusoidal_table(n, d).T)
-    assert wrong_shape.difference.startswith("shape: expected (1, 2), got (2, 1)") and wrong_shape.mistake is None
+    assert wrong_shape.difference.startswith("shape: expected (10, 4), got (4, 10)") and wrong_shape.mistake is None
     half = check("sinusoidal_table", lambda n, d: sinusoidal_table(n, d).half())
     assert half.difference.startswith("dtype: got float16") and half.mistake is None
     text = str(check("alibi_slopes", lambda n: [2.0 ** (-8.0 * (k + 1) / n) for k in range(n)]))
@@ -370,3 +390,199 @@ def test_keyboard_interrupt_still_interrupts():
 
     with pytest.raises(KeyboardInterrupt):
         check("alibi_slopes", student)
+
+
+# ----------------------------------------------------------------------------- one judge: what the grader refuses
+
+
+def notebook_cell(source: str, name: str, namespace: dict | None = None) -> dict:
+    """Run ``source`` as a notebook cell runs: its source known to ``linecache`` under a name that is no file (as
+    IPython registers a cell), in ``namespace`` (default: a fresh one after the grader's set-up cell)."""
+    filename = f"<notebook cell {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    if namespace is None:
+        namespace = {"__name__": "__main__"}
+        exec(compile(GRADING_SETUP, "<set-up>", "exec"), namespace)
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+LIBRARY_ANSWERS = {
+    # student G2: "PASSED" in the notebook, 0 from the grader, for three calls no statement forbade
+    "add_positional_encoding": ("def add_positional_encoding(x):\n"
+                                "    return cpe.SinusoidalPositionalEncoding(x.shape[-1], scale_embeddings=True)(x)\n",
+                                "course_pe.sinusoidal.SinusoidalPositionalEncoding.forward"),
+    "alibi_slopes": ("def alibi_slopes(n):\n    return cpe.alibi_slopes(n, dtype=torch.float64)\n",
+                     "course_pe.alibi.alibi_slopes"),
+    "half_to_interleaved": ("from course_pe import half_to_interleaved as convert\n"
+                            "def half_to_interleaved(x):\n    return convert(x)\n", "course_pe.rope.half_to_interleaved"),
+    # the library only at the cell's top level (the grader's cell fails there, so its function is never defined)
+    "sinusoidal_table": ("_probe = cpe.sinusoidal_encoding_np(2, 2)\n"
+                         "def sinusoidal_table(n, d):\n"
+                         "    p = np.arange(n)[:, None] / 10000 ** (np.arange(0, d, 2) / d)\n"
+                         "    return np.stack([np.sin(p), np.cos(p)], axis=-1).reshape(n, d)\n",
+                         "course_pe.sinusoidal.sinusoidal_encoding_np"),
+    "t5_bucket": ("def t5_bucket(r, b, nb, md):\n"
+                  "    return cpe.t5_relative_position_bucket(r, bidirectional=b, num_buckets=nb, max_distance=md)\n",
+                  "course_pe.t5.t5_relative_position_bucket"),
+}
+
+
+@pytest.mark.parametrize("exercise_id", sorted(LIBRARY_ANSWERS))
+def test_the_check_refuses_the_library_with_the_graders_sentence(exercise_id):
+    source, dotted = LIBRARY_ANSWERS[exercise_id]
+    fn = notebook_cell(source, f"library {exercise_id}")[EXERCISES[exercise_id].function]
+    report = check(exercise_id, fn)
+    assert not report.passed and report.library_called == [dotted], str(report)
+    assert library_sentence([dotted]) in str(report)
+
+
+def test_the_check_refuses_modules_that_grading_does_not_have():
+    """Red team N1: transformers' T5 and BLOOM code passed both exercises of the relative chapter. Grading has no
+    transformers; the notebook's check says so, with the sentence the grader's report gives, whether the cell imports
+    it, uses an object imported in another cell, or calls a helper (defined in another cell) that imports it."""
+    pytest.importorskip("transformers")
+    direct = notebook_cell("from transformers.models.t5.modeling_t5 import T5Attention\n"
+                           "def t5_bucket(r, b, nb, md):\n"
+                           "    return T5Attention._relative_position_bucket(r, b, nb, md)\n", "t5 from transformers")
+    report = check("t5_bucket", direct["t5_bucket"])
+    assert not report.passed and report.unavailable == ["transformers"], str(report)
+    assert unavailable_sentence(["transformers"]) in str(report)
+    namespace = notebook_cell("from transformers.models.bloom.modeling_bloom import build_alibi_tensor\n", "bloom import")
+    notebook_cell("def alibi_slopes(n):\n"
+                  "    mask = torch.ones(1, 2)\n"
+                  "    return build_alibi_tensor(mask, n, torch.float32)[:, 0, 1]\n", "bloom use", namespace)
+    assert check("alibi_slopes", namespace["alibi_slopes"]).unavailable == ["transformers"]
+    namespace = notebook_cell("def _slopes(n):\n"
+                              "    import transformers.models.bloom.modeling_bloom as bloom\n"
+                              "    return bloom.build_alibi_tensor(torch.ones(1, 2), n, torch.float32)[:, 0, 1]\n",
+                              "helper")
+    notebook_cell("def alibi_slopes(n):\n    return _slopes(n)\n", "uses the helper", namespace)
+    assert check("alibi_slopes", namespace["alibi_slopes"]).unavailable == ["transformers"]
+
+
+def test_printing_through_a_kernels_stream_is_not_a_module_use():
+    """A notebook's print goes through the kernel's stream (ipykernel, pytest's capture here): the machinery of the
+    kernel is never held against an answer."""
+    namespace = notebook_cell("import sys\n"
+                              "def alibi_slopes(n):\n"
+                              "    print('heads', n, file=sys.stdout)\n"
+                              "    c = 1 << (n.bit_length() - 1)\n"
+                              "    return [2 ** (-8 * (k + 1) / c) for k in range(c)] + "
+                              "[2 ** (-8 * (k + 1) / (2 * c)) for k in range(0, 2 * (n - c), 2)]\n", "printing")
+    report = check("alibi_slopes", namespace["alibi_slopes"])
+    assert report.passed, str(report)
+
+
+def test_the_tolerance_is_the_exercises_whatever_the_dtype():
+    """Red team N10-N12, student G1/G4: the tolerance was chosen from the dtype an answer was returned in, so a
+    float32 computation cast to float64 (or returned as a Python float) was held to float64's. Now one tolerance per
+    exercise, stated in its text: an error just inside it passes in any dtype, one just outside fails in any dtype."""
+    for exercise_id, exercise in EXERCISES.items():
+        if exercise.tolerance is None:
+            assert exercise_id == "t5_bucket"
+            continue
+        for case in exercise.cases(np.random.default_rng(0)):
+            for dtype in (np.float64, np.float32):
+                inside = np.asarray(case.expected + 0.5 * exercise.tolerance).astype(dtype)
+                outside = np.asarray(case.expected + 1.5 * exercise.tolerance + 1e-7 * np.abs(case.expected))
+                assert judge(exercise_id, [case], [Outcome("ok", inside)]).passed, (exercise_id, case.name, dtype)
+                assert not judge(exercise_id, [case], [Outcome("ok", outside.astype(dtype))]).passed, \
+                    (exercise_id, case.name, dtype)
+        assert f"within {tolerance_text(exercise.tolerance)}" in " ".join((exercise.cases.__doc__ or "").split()), \
+            exercise_id
+
+
+def test_classic_mistakes_are_far_outside_the_tolerances():
+    """The tolerances leave no classic mistake inside: on every visible case each listed mistake differs from the
+    reference by more than 10 times the exercise's tolerance somewhere (where it differs at all)."""
+    for exercise_id, exercise in EXERCISES.items():
+        for case in exercise.cases(None):
+            for description, wrong in case.mistakes:
+                difference = np.max(np.abs(np.asarray(wrong, dtype=np.float64) - case.expected)) \
+                    if np.shape(wrong) == case.expected.shape else np.inf
+                assert difference == 0 or difference >= (10 * exercise.tolerance if exercise.tolerance else 1), \
+                    (exercise_id, case.name, description, difference)
+
+
+def test_t5_boundaries_accept_either_neighbour_and_nothing_else():
+    """T5's float32 logarithm and a float64 one truncate to different buckets where the logarithm lands on a bucket
+    boundary (18 buckets, max_distance 128: offsets +-8, +-16, +-64): either is accepted there, and T5's own float32
+    value always lies in the accepted range; elsewhere exactly T5's bucket."""
+    from course_pe.coursework.exercises import INT_DTYPES, Case, _t5_bounds, _t5_buckets
+
+    rel = torch.arange(-200, 201)
+    expected = _t5_buckets(rel, True, 18, 128).numpy()
+    float64 = _t5_buckets(rel, True, 18, 128, log_dtype=torch.float64).numpy()
+    lower, upper = _t5_bounds(rel.numpy(), True, 18, 128)
+    assert sorted(rel[np.nonzero(float64 != expected)[0]].tolist()) == [-64, -16, -8, 8, 16, 64]
+    case = Case("boundaries", (rel, True, 18, 128), expected, exact=True, dtypes=INT_DTYPES, lower=lower, upper=upper)
+    assert judge("t5_bucket", [case], [Outcome("ok", float64)]).passed
+    assert np.all(upper - lower <= 1) and np.sum(upper > lower) < 40
+    off = expected.copy()
+    off[np.argmax(upper == lower)] += 1
+    report = judge("t5_bucket", [case], [Outcome("ok", off)])
+    assert not report.passed and "bucket boundary" not in report.difference
+    beside = float64.copy()
+    at = rel.tolist().index(8)
+    beside[at] = upper[at] + 1  # next to the accepted pair of a boundary: refused, and the message says which pair
+    report = judge("t5_bucket", [case], [Outcome("ok", beside)])
+    assert not report.passed and "bucket boundary" in report.difference
+    for seed in range(5):  # T5's own float32 buckets lie within the bounds of every case
+        for c in EXERCISES["t5_bucket"].cases(np.random.default_rng(seed)):
+            assert np.all(c.lower <= c.expected) and np.all(c.expected <= c.upper)
+
+
+def test_every_statement_states_its_tolerance_and_what_it_refuses():
+    """The tolerance is part of the exercise: its statement in the chapter states it (the number the check and the
+    grader use), and an exercise whose library functions the grader removes says that they are not allowed."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    chapters_found = {p.stem: p for p in (root / "book").rglob("*.ipynb") if "_build" not in p.parts}
+    for exercise_id, exercise in EXERCISES.items():
+        nb = json.loads(chapters_found[exercise.chapter].read_text(encoding="utf-8"))
+        statements = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"
+                      and "{exercise}" in "".join(c["source"]) and f"check_{exercise_id}`" in "".join(c["source"])]
+        assert len(statements) == 1, exercise_id
+        text = " ".join(statements[0].split("```{solution-start}")[0].split())
+        if exercise.tolerance is not None:
+            assert f"`{tolerance_text(exercise.tolerance)}`" in text, (exercise_id, text)
+            assert any(p in text for p in ("whatever dtype", "float32 arithmetic passes", "float32 copy passes")), \
+                (exercise_id, text)
+        if exercise.library:
+            assert "without" in text or "not let" in text, (exercise_id, text)
+
+
+def test_the_check_applies_the_graders_time_limit(monkeypatch):
+    """The grader allows CALL_TIMEOUT seconds for the calls of an exercise (visible and hidden cases together): a
+    function that takes longer on the visible cases alone fails the notebook's check too, and one that takes a third
+    of it passes with a note, instead of "PASSED" in the notebook and 0 from the grader."""
+    import course_pe.coursework.exercises as exercises_module
+
+    monkeypatch.setattr(exercises_module, "CALL_TIMEOUT", 0.9)
+    delay = {"seconds": 0.0}
+
+    def slow(n):
+        time.sleep(delay["seconds"])
+        return alibi_slopes(n)
+
+    assert check("alibi_slopes", slow).note is None
+    delay["seconds"] = 0.05  # 9 visible cases: 0.45 s, more than a third of 0.9 s
+    report = check("alibi_slopes", slow)
+    assert report.passed and "the grader allows 0.9 s" in report.note and "note:" in str(report)
+    delay["seconds"] = 0.12  # 1.08 s
+    report = check("alibi_slopes", slow)
+    assert not report.passed and report.failed_case == "the time limit" and "visible cases alone" in report.error
+
+
+def test_axes_of_length_one_do_not_decide():
+    """A table returned as the Annotated Transformer keeps it (``pe.unsqueeze(0)``: shape (1, n, d)), slopes of shape
+    (heads, 1, 1) as x-transformers stores them, a gap kept as a (1,) tensor: the same entries in the same order, judged
+    on their values, by the check and the grader alike. A transposed or wrongly sized answer still fails on its shape."""
+    assert check("sinusoidal_table", lambda n, d: sinusoidal_table(n, d).unsqueeze(0)).passed
+    assert check("alibi_slopes", lambda n: alibi_slopes(n)[:, None, None]).passed
+    assert check("extrapolation_gap", lambda x, n: torch.tensor([extrapolation_gap(x, n)])).passed
+    assert check("sinusoidal_table", lambda n, d: sinusoidal_table(n, d).T).difference.startswith("shape")
+    assert check("alibi_slopes", lambda n: alibi_slopes(n)[:-1, None]).difference.startswith("shape")

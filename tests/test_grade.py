@@ -35,7 +35,16 @@ from _grading import (
     scores,
 )
 from course_pe.coursework import _child
-from course_pe.coursework.exercises import EXERCISES, _alibi, _shift, _t5_buckets, _table, call_case, judge
+from course_pe.coursework.exercises import (
+    EXERCISES,
+    _alibi,
+    _shift,
+    _t5_buckets,
+    _table,
+    call_case,
+    judge,
+    library_sentence,
+)
 from course_pe.coursework.grade import answer_cells, grade_cells, grade_notebook
 from course_pe.coursework.grading_build import package_folder, repository_root
 from course_pe.coursework.sandbox import Containment, Sandbox, SandboxDied, SandboxLimits, containment
@@ -60,7 +69,7 @@ def test_perfect_stub_partial(tmp_path):
     assert perfect.score == 2 and perfect.max_score == 2 and not perfect.cell_errors, perfect.text()
     assert perfect.cells_run == [1, 2] and perfect.assignment == "relative"  # from the folder's name
     assert [(e.function, e.visible_cases, e.hidden_cases) for e in perfect.exercises] == [
-        ("t5_bucket", 3, 3), ("alibi_slopes", 7, 3)]
+        ("t5_bucket", 6, 3), ("alibi_slopes", 9, 3)]
     stub = grade(STUBS)
     assert stub.score == 0 and all(e.status == "failed" and "stub" in e.message for e in stub.exercises)
     partial = grade(GOOD_T5, NAIVE_SLOPES + "\n1 / 0")
@@ -128,7 +137,7 @@ attempt("reload", lambda: importlib.reload(course_pe.alibi).alibi_slopes(8))
 sys.path[:0] = [{str(ROOT)!r}, {str(package_folder().parent)!r}]
 for name in [m for m in sys.modules if m.startswith("course_pe")]:
     del sys.modules[name]
-attempt("real package", lambda: importlib.import_module("course_pe.coursework.exercises"))
+attempt("real package", lambda: importlib.import_module("course_pe.coursework.exercises").EXERCISES)
 attempt("source file", lambda: open({str(package_folder() / "alibi.py")!r}).read())
 def alibi_slopes(n):
     ok = [k for k, v in attempts.items() if not isinstance(v, BaseException)]
@@ -144,7 +153,7 @@ def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distanc
     assert report.score == 0, report.text()
     t5, slopes = (e.message for e in report.exercises)
     assert "course_pe.t5.t5_relative_position_bucket is not available" in t5
-    assert "called course_pe.t5.t5_relative_position_bucket" in t5
+    assert library_sentence(["course_pe.t5.t5_relative_position_bucket"]) in t5  # the notebook's check says the same
     assert "course_pe.alibi.alibi_slopes is not available" in slopes, slopes  # every other attempt failed too
 
 
@@ -180,9 +189,10 @@ def test_lookup_tables_over_small_domains_fail_the_hidden_cases():
             fn = oracle(exercise_id, covered)
             report = judge(exercise_id, cases, [call_case(fn, c.args) for c in cases])
             assert not report.passed and report.hidden, (exercise_id, seed)
-    # the red team's literal table, through the sandbox: the visible cases pass, a hidden one fails
+    # the red team's literal table, through the sandbox: it fails (the visible cases now reach 4096 heads as the
+    # hidden ones do, so a table over the old visible cases fails before any hidden case)
     report = grade(TOOL.LOOKUP_SLOPES, exercises=("alibi_slopes",))
-    assert report.exercises[0].failed_hidden and "KeyError" in report.exercises[0].message, report.text()
+    assert report.score == 0 and "KeyError" in report.exercises[0].message, report.text()
 
 
 # ----------------------------------------------------------------------------- B. the channel (attacks 7-14)
@@ -260,11 +270,11 @@ def test_fake_report_lines_are_flattened():
 
 
 def test_answers_of_every_odd_kind():
-    """Attacks 15-18: a big-endian float64 off by 1e-6 fails like a native one (float64 tolerance); NaN, inf, bool,
-    wrapped uint64, object arrays, masked arrays and tensor subclasses never pass."""
+    """Attacks 15-18: a big-endian float64 off by more than the exercise's tolerance (1e-4) fails like a native one;
+    NaN, inf, bool, wrapped uint64, object arrays, masked arrays and tensor subclasses never pass."""
     base = GOOD_SLOPES.replace("def alibi_slopes", "def _right")
     wrong = {
-        "big-endian": "import numpy as np\ndef alibi_slopes(n):\n    return (np.array(_right(n)) + 1e-6).astype('>f8')\n",
+        "big-endian": "import numpy as np\ndef alibi_slopes(n):\n    return (np.array(_right(n)) + 2e-4).astype('>f8')\n",
         "NaN": "def alibi_slopes(n):\n    return [float('nan')] * n\n",
         "inf": "def alibi_slopes(n):\n    return [float('inf')] * n\n",
         "bool": "def alibi_slopes(n):\n    return [True] * n\n",
@@ -486,6 +496,38 @@ def alibi_slopes(n):
     assert "[1] " in message and "connected" not in message, message
 
 
+def test_a_sandbox_outlives_the_thread_that_started_the_template():
+    """The neighbours flake (issue 34): the template process asked for SIGKILL when its parent died, and the parent is
+    the thread that forked it. A template started by one grading thread died when that thread finished, and took with
+    it the sandbox another thread was still using ("its process died (the sandbox process exited)"). The template now
+    belongs to a thread that lives as long as it does."""
+    from course_pe.coursework import sandbox as sandbox_module
+
+    level = containment().level
+    sandbox_module._zygote(level).close()  # the next sandbox starts a template, from the thread below
+    started, release = threading.Event(), threading.Event()
+
+    def starter() -> None:
+        with Sandbox(isolation=level):
+            started.set()
+            release.wait(300)
+
+    thread = threading.Thread(target=starter)
+    thread.start()
+    try:
+        assert started.wait(300), "the first sandbox did not start"
+        with Sandbox(isolation=level) as box:
+            release.set()
+            thread.join(300)
+            time.sleep(1.0)  # the parent-death signal would have been delivered by now
+            assert box.run_cell("def double(x):\n    return 2 * x", 120) is None
+            outcome = box.call("double", (np.arange(3),), 120)
+            assert outcome.status == "ok" and outcome.value.tolist() == [0, 2, 4]
+    finally:
+        release.set()
+        thread.join(300)
+
+
 @needs_full_isolation
 def test_the_sandbox_sees_no_solutions_no_grades_no_submissions(tmp_path):
     """Attacks 24-26, 33 and 36 (reconnaissance, exfiltration through messages, other readable copies of the
@@ -577,3 +619,134 @@ def test_kill_all_does_not_wait_for_a_sandbox_being_closed(monkeypatch):
     assert seconds < 8, f"kill_all waited {seconds:.1f} s for a sandbox being closed"
     assert not closer.is_alive() and box._keeper_pidfd == -1
     assert sandbox_processes() == []
+
+
+# ----------------------------------------------------------------------------- the grading environment (issue 34)
+
+
+@needs_full_isolation
+def test_the_sandbox_has_only_what_grading_needs():
+    """Red team N1: transformers (T5's bucket function, BLOOM's slopes) was importable in the sandbox. The sandbox's
+    site-packages now show only the distributions grading needs (course_pe.coursework.environment); the base
+    installation's show nothing, so adding them to sys.path finds nothing either. The answer that imports
+    transformers gets 0, and its report says why in the words of the notebook's check."""
+    from course_pe.coursework.environment import allowed_entries, other_site_folders, site_folders
+
+    folders = site_folders()
+    names = ("transformers", "huggingface_hub", "safetensors", "nbgrader", "pytest", "hypothesis", "pandas", "numpy",
+             "torch", "matplotlib.pyplot", "tqdm", "IPython.core.oinspect")
+    expected = {folder: list(allowed_entries(folder)) for folder in folders}
+    probe = f"""
+import importlib, os, sys
+import numpy as np
+found = []
+for name in {names!r}:
+    try:
+        importlib.import_module(name)
+        found.append(1)
+    except ImportError:
+        found.append(0)
+sys.path[:0] = {other_site_folders()!r}
+try:
+    import boto3, scipy
+    found.append(1)
+except ImportError:
+    found.append(0)
+listing = [int(sorted(os.listdir(f)) == entries) for f, entries in {expected!r}.items()]
+hidden = [int(not os.path.isdir(f) or os.listdir(f) == []) for f in {other_site_folders()!r}]
+def probe():
+    return np.array(found + listing + hidden)
+"""
+    with Sandbox(unavailable=["course_pe.alibi.alibi_slopes"]) as box:
+        assert box.run_cell(probe, 120) is None
+        values = box.call("probe", (), 60).value.tolist()
+    found = dict(zip(names + ("the base installation's packages",), values[: len(names) + 1]))
+    assert found == {"transformers": 0, "huggingface_hub": 0, "safetensors": 0, "nbgrader": 0, "pytest": 0,
+                     "hypothesis": 0, "pandas": 0, "numpy": 1, "torch": 1, "matplotlib.pyplot": 1, "tqdm": 1,
+                     "IPython.core.oinspect": 1, "the base installation's packages": 0}, found
+    assert all(values[len(names) + 1:]), values  # exactly the allowed entries; the base installation's: none
+
+
+@pytest.mark.parametrize("level", ["limited"] + (["full"] if FULL else []))
+def test_an_answer_from_transformers_gets_0_and_the_checks_sentence(level):
+    """Red team N1 at both levels: at the limited level (no mounts) the sandbox's sys.path holds links to the
+    packages grading needs only, so the verdict is the same as at the full level (there a convenience, not a wall)."""
+    from course_pe.coursework.environment import unavailable_sentence
+
+    pytest.importorskip("transformers")
+    transformers_answer = ("from transformers.models.t5.modeling_t5 import T5Attention\n"
+                           "def t5_bucket(r, b=True, nb=32, md=128):\n"
+                           "    return T5Attention._relative_position_bucket(r, b, nb, md)\n")
+    report = grade(transformers_answer, GOOD_SLOPES, isolation=level)
+    assert scores(report) == {"t5_bucket": (0.0, "failed"), "alibi_slopes": (1.0, "passed")}, report.text()
+    assert unavailable_sentence(["transformers"]) in report.exercises[0].message
+    assert any("No module named 'transformers'" in e and unavailable_sentence(["transformers"]) in e
+               for e in report.cell_errors)
+
+
+def test_an_answer_cell_that_imports_the_checker_keeps_its_function():
+    """Red team N9: `from course_pe.coursework.exercises import check_t5_bucket` at the top of an answer cell (as the
+    workbook teaches the checks) raised ModuleNotFoundError in the sandbox before the def: the correct function got 0.
+    The grading build has a stand-in for the checker whose checks run nothing and say so."""
+    t5 = f"from course_pe.coursework.exercises import check_t5_bucket\n{GOOD_T5}\nprint(check_t5_bucket(t5_bucket))\n"
+    slopes = f"{GOOD_SLOPES}\nprint(cpe.exercises.check_alibi_slopes(alibi_slopes))\n" \
+             "import course_pe.coursework.exercises as checks\nreport = checks.check('alibi_slopes', alibi_slopes)\n"
+    report = grade(t5, slopes)
+    assert report.score == 2 and not report.cell_errors, report.text()
+
+
+def test_each_sandbox_has_a_cpu_share_and_a_system_call_filter():
+    """Red team N2 and N3: no CPU cgroup per sandbox (fairness came from the kernel's autogroup), no seccomp filter.
+    Where the machine has them, each sandbox's processes are in a cpu cgroup of their own, with the same weight as every
+    other sandbox's and a quota of one core, and run under a seccomp filter that refuses namespaces, mounts, keyrings,
+    BPF, userfaultfd, ptrace, io_uring (and the x32 ABI), while fork, threads and subprocesses work. The isolation
+    line of every report names both."""
+    where = containment()
+    probe = """
+import ctypes, os, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def refused(result):
+    return result == -1 and ctypes.get_errno() == 1
+status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+results = {
+    "seccomp": int(status["Seccomp"]), "no_new_privs": int(status["NoNewPrivs"]),
+    "unshare": refused(libc.unshare(0x10000000)), "mount": refused(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+    "keyctl": refused(libc.syscall(250 if os.uname().machine == "x86_64" else 219, 0, 0, 0, 0)),
+    "bpf": refused(libc.syscall(321 if os.uname().machine == "x86_64" else 280, 0, 0, 0)),
+    "x32 getpid": refused(libc.syscall(0x40000000 | 39)) if os.uname().machine == "x86_64" else True,
+    "subprocess": subprocess.run(["/bin/true"]).returncode == 0,
+    "cgroup": open("/proc/self/cgroup").read(),
+}
+pid = os.fork()
+if pid == 0:
+    os._exit(3)
+results["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3
+thread = threading.Thread(target=lambda: results.setdefault("thread", True))
+thread.start()
+thread.join()
+def alibi_slopes(n):
+    raise RuntimeError(repr(results))
+"""
+    box = Sandbox(unavailable=["course_pe.alibi.alibi_slopes"])
+    with box:
+        assert box.run_cell(probe, 120) is None
+        if where.level == "full" and where.cpu_group:
+            cpu = box._cgroups.folders["cpu"]
+            members = open(os.path.join(cpu, "cgroup.procs")).read().split()
+            assert str(box._child) in members
+            if where.cpu_version == 1:
+                assert open(os.path.join(cpu, "cpu.cfs_quota_us")).read().strip() == \
+                    open(os.path.join(cpu, "cpu.cfs_period_us")).read().strip()
+                assert open(os.path.join(cpu, "cpu.shares")).read().strip() == "1024"
+            else:
+                quota, period = open(os.path.join(cpu, "cpu.max")).read().split()
+                assert quota == period
+        outcome = box.call("alibi_slopes", (8,), 60)
+    results = eval(outcome.error.split("RuntimeError: ", 1)[1])
+    assert results["fork"] and results.get("thread") and results["subprocess"], results
+    if where.seccomp:
+        assert results["seccomp"] == 2 and results["no_new_privs"] == 1
+        assert all(results[k] for k in ("unshare", "mount", "keyctl", "bpf", "x32 getpid")), results
+        assert "system calls filtered by seccomp" in where.description
+    if where.level == "full" and where.cpu_group:
+        assert "CPU by cgroup" in where.description and "course_pe_grading" in results["cgroup"]

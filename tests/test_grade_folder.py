@@ -114,6 +114,11 @@ def test_intake_never_follows_or_renames(tmp_path):
     entries = {e.file: e for e in intake(folder)}
     assert {k: (e.status, e.student) for k, e in entries.items()} == {
         "sub.ipynb": ("refused", "sub"), "pipe.ipynb": ("refused", "pipe"), "dangling.ipynb": ("refused", "dangling")}
+    # red team N17: a hard link (here to a notebook elsewhere, as the solution notebook could be) is a link too
+    (tmp_path / "elsewhere.ipynb").write_text("{}")
+    os.link(tmp_path / "elsewhere.ipynb", folder / "eve.ipynb")
+    entries = {e.file: e for e in intake(folder)}
+    assert entries["eve.ipynb"].status == "refused" and "hard link" in entries["eve.ipynb"].detail
     assert derive_name("José García") == "Jose_Garcia" and derive_name("..bob") == "bob"
     with pytest.raises(ValueError):
         derive_name("日本")
@@ -169,6 +174,14 @@ def test_one_notebook_from_the_command_line(tmp_path, capsys):
                                                                                                   "alibi_slopes"]}})
     assert main([str(claimed), "--student", "ada", "--out", str(out)]) == 2
     assert "ASSIGNMENT=relative if that is what you assigned" in capsys.readouterr().err
+    # red team N17: a hard link to the solution notebook is refused, with the reason, not graded 2/2
+    solution = tmp_path / "book" / "relative.ipynb"  # (a copy on this file system: links cannot cross file systems)
+    solution.parent.mkdir()
+    solution.write_bytes((ROOT / "book" / "part2" / "relative.ipynb").read_bytes())
+    os.link(solution, folder / "eve.ipynb")
+    assert main([str(folder / "eve.ipynb"), "--student", "eve", "--out", str(out)]) == 0
+    assert {(r["status"], r["score"]) for r in long_rows(out) if r["student"] == "eve"} == {("unreadable", "0")}
+    assert "hard link" in {r["message"] for r in long_rows(out) if r["student"] == "eve"}.pop()
     # attacks 37 and 38: a deeply nested notebook and a byte-order mark give rows with the reason, not a traceback
     for name, content in [("nested", "[" * 300_000), ("bom", "\ufeff" + nbformat.writes(nbformat.v4.new_notebook()))]:
         path = folder / f"{name}.ipynb"

@@ -25,6 +25,7 @@ import zipfile
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import nbformat
 import pytest
 
@@ -40,9 +41,14 @@ SCHEMA = json.loads((Path(__file__).parent / "gradescope_results.schema.json").r
 IS_ROOT = os.name == "posix" and os.geteuid() == 0
 # a function that passes the book's visible cases of alibi_slopes (1 ... 20 heads) and fails every hidden case above 64
 HIDDEN_WRONG_SLOPES = GOOD_SLOPES.replace("def alibi_slopes(", "def _slopes(") + (
-    "\ndef alibi_slopes(num_heads):\n    return _slopes(num_heads) if num_heads <= 64 else [0.5] * num_heads\n")
+    "\ndef alibi_slopes(num_heads):\n"  # right on the visible cases (up to 64 heads, and 3000 and 4096) only
+    "    return _slopes(num_heads) if num_heads <= 64 or num_heads in (3000, 4096) else [0.5] * num_heads\n")
 VISIBLE_WRONG_T5 = ("import torch\ndef t5_bucket(relative_position, bidirectional=True, num_buckets=32, "
                     "max_distance=128):\n    return torch.zeros_like(relative_position)\n")
+
+
+#: visible and hidden cases of an exercise, as the grader's messages count them
+CASES = {e: len(EXERCISES[e].cases(np.random.default_rng(0))) for e in ("t5_bucket", "alibi_slopes")}
 
 
 def validate(results: dict) -> None:
@@ -174,6 +180,7 @@ def test_every_assignment_has_a_zip_with_only_what_grading_needs(zips):
     with zipfile.ZipFile(__import__("io").BytesIO(wheel)) as inner:
         files = inner.namelist()
     package = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "course_pe").rglob("*.py"))
+    package = sorted(package + [str(p.relative_to(ROOT)) for p in (ROOT / "course_pe" / "data").glob("*.json")])
     assert sorted(f for f in files if not f.startswith("course_pe-")) == package
     assert all(f.startswith("course_pe-") and f.split("/")[1] in ("METADATA", "WHEEL", "RECORD", "top_level.txt")
                for f in files if not f.startswith("course_pe/"))
@@ -395,7 +402,8 @@ def test_run_autograder_on_a_correct_submission(zips, tmp_path):
     assert [(t["number"], t["visibility"], t.get("status"), t.get("score")) for t in results["tests"]] == [
         ("1.1", "visible", "passed", None), ("1.2", "after_due_date", None, 1.0),
         ("2.1", "visible", "passed", None), ("2.2", "after_due_date", None, 1.0)]
-    assert results["tests"][1]["output"] == "all 6 cases correct" and results["tests"][3]["output"] == "all 10 cases correct"
+    assert results["tests"][1]["output"] == f"all {CASES['t5_bucket']} cases correct"
+    assert results["tests"][3]["output"] == f"all {CASES['alibi_slopes']} cases correct"
     assert "Graded Ada Lovelace – final (1).ipynb" in results["output"]
     assert isinstance(results["execution_time"], int) and 0 <= results["execution_time"] < 900
     assert "isolation level" in output and "seed of the hidden cases" in output and "Grade report" in output
@@ -415,11 +423,11 @@ def test_run_autograder_on_a_wrong_submission(zips, tmp_path):
     t5_visible, t5_graded, alibi_visible, alibi_graded = results["tests"]
     assert results["score"] == 0 and t5_graded["score"] == alibi_graded["score"] == 0
     assert t5_visible["status"] == "failed" and t5_visible["output"] == t5_graded["output"]  # the report's diagnosis
-    assert t5_visible["output"].startswith("case 1 of 6") and "what differs" in t5_visible["output"]
+    assert t5_visible["output"].startswith(f"case 1 of {CASES['t5_bucket']}") and "what differs" in t5_visible["output"]
     assert alibi_graded["output"].startswith("hidden case") and alibi_graded["visibility"] == "after_due_date"
     correct = gradescope.results_json(GradeReport("s", "n", "relative", [ExerciseGrade(
-        "alibi_slopes", 1.0, 1.0, "passed", "all 10 cases correct", function="alibi_slopes", visible_cases=7,
-        hidden_cases=3)]))
+        "alibi_slopes", 1.0, 1.0, "passed", f"all {CASES['alibi_slopes']} cases correct", function="alibi_slopes",
+        visible_cases=len(EXERCISES["alibi_slopes"].cases(None)), hidden_cases=3)]))
     assert alibi_visible == dict(correct["tests"][0], number="2.1")
     before = visible_text(results)
     hidden_inputs = re.findall(r"alibi_slopes\(\d+\)", alibi_graded["output"])

@@ -50,6 +50,7 @@ SIZES: dict[str, tuple] = {
                                      ("t5_num_buckets", {"position": "t5", "t5_max_distance": 2**63})),
     "attention.causal_mask": ("q_len", "k_len"),
     "benchmark.run_rope_benchmark": ("repeats",),
+    "benchmark.run_decode_benchmark": ("heads", "head_dim", "calls", "repeats"),
     "benchmark.time_call": ("repeats", "warmup"),
     "learned.LearnedPositionalEmbedding": ("max_positions", "d_model"),
     "learned.LearnedPositionalEmbedding.interpolate": ("new_max_positions",),
@@ -113,6 +114,7 @@ NOT_SIZES: dict[str, str] = {
     "t5.t5_relative_position_bucket.max_distance": "only divides a logarithm",
     "t5.t5_relative_position_bucket.num_buckets": "a bucket count; no table is made here (T5RelativeBias checks it)",
     "benchmark.run_rope_benchmark.seed": "a seed",
+    "benchmark.run_decode_benchmark.position": "a position (checked against 2**40)",
     "positions.make_positions.padding_idx": "a position (checked against 2**53)",
     "positions.make_positions.past_length": "a position offset (checked against 2**53)",
     "positions.packed_position_ids.start": "a position (checked against 2**53)",
@@ -284,7 +286,8 @@ def _same(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-NONDETERMINISTIC = {"benchmark.time_call", "benchmark.run_rope_benchmark", "seeds_benchmark.run_seeds_benchmark"}
+NONDETERMINISTIC = {"benchmark.time_call", "benchmark.run_rope_benchmark", "benchmark.run_decode_benchmark",
+                    "seeds_benchmark.run_seeds_benchmark"}
 
 
 def _invoke(case, kwargs):

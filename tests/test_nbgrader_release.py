@@ -22,7 +22,7 @@ import nbformat
 import pytest
 
 from course_pe.coursework import nbgrader_release as release
-from course_pe.coursework.exercises import EXERCISES
+from course_pe.coursework.exercises import EXERCISES, tolerance_text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -124,7 +124,9 @@ def test_cells_carry_valid_nbgrader_metadata(sources):
                 end = cell.source.index("### END HIDDEN TESTS")
                 exercise_id = meta["grade_id"].removesuffix("-tests")
                 assert hidden < cell.source.index(f"check({exercise_id!r}") < end
-                assert release.VISIBLE_TESTS[exercise_id].strip() in cell.source[end:]
+                tolerance = EXERCISES[exercise_id].tolerance
+                visible = release.VISIBLE_TESTS[exercise_id].format(tol=tolerance_text(tolerance) if tolerance else "0")
+                assert visible.strip() in cell.source[end:]
 
 
 def test_written_exercises_become_manually_graded_answers_with_the_books_solution(sources):

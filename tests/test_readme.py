@@ -22,6 +22,7 @@ IN_TESTS = {
 # Commands that run nowhere, each with its reason.
 NOT_RUN = {
     "make install": "every other target runs it first (its stamp), so every CI run installs",
+    "make install-triton": "make test and make test-package run it first (their stamp), so every CI run installs it",
     "make execute": "rewrites the stored outputs in place; make test (nbval) proves they are what the code produces",
     "make mutation": "about 20 minutes on one core (tests/MUTATION.md), over what CI can spend on it",
     "make clean": "removes the build that the later CI steps need",

@@ -278,7 +278,9 @@ class TestRotaryEmbedding:
 
 import numpy as np  # noqa: E402
 
-from course_pe.rope import _BLOCK_ELEMENTS, rope_cos_sin, rotate_with_cos_sin  # noqa: E402
+from course_pe.rope import rope_cos_sin, rotate_with_cos_sin  # noqa: E402
+
+_LONG_ELEMENTS = 1 << 17  # 512 KiB of float32: the block size of the old blocked path, kept as a "long" input
 
 
 def numpy_rope(x, positions, *, base=10000.0, layout="interleaved", rotary_dim=None):
@@ -308,7 +310,8 @@ def _cos_sin(positions, d, base=10000.0):
 @pytest.mark.parametrize("path", ["fused", "grad", "blocks", "strided", "strided-grad"])
 def test_every_arithmetic_path_matches_the_reference(layout, path):
     """rotate_with_cos_sin has three code paths (fused complex multiply for contiguous interleaved input, an
-    out-of-place one when gradients are needed, blocked in-place kernels otherwise): each must rotate correctly."""
+    out-of-place one when gradients are needed, four in-place kernels on half-width views otherwise): each must
+    rotate correctly."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 5, 8, generator=g, dtype=torch.float64)
     positions = torch.tensor([0, 1, 7, 100, 12345])
@@ -331,10 +334,10 @@ def test_every_arithmetic_path_matches_the_reference(layout, path):
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
-def test_blocks_of_a_long_input_and_broadcast_tables(layout):
-    """More than one block of positions (x larger than _BLOCK_ELEMENTS), and a (1, head_dim // 2) table shared by
-    every position."""
-    seq, d = 2 * _BLOCK_ELEMENTS // 64 + 3, 32  # 2 heads: a little over 4 blocks
+def test_a_long_input_and_broadcast_tables(layout):
+    """A long input (once cut into blocks of positions, now rotated by one set of kernels), and a (1, head_dim // 2)
+    table shared by every position."""
+    seq, d = 2 * _LONG_ELEMENTS // 64 + 3, 32  # 2 heads: a little over 4 of the old blocks
     g = torch.Generator().manual_seed(1)
     x = torch.randn(2, seq, d, generator=g, dtype=torch.float64)
     if layout == "interleaved":
@@ -755,9 +758,9 @@ def test_rope_cos_sin_passes_angle_dtype_on():
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
-def test_blocked_rotation_over_several_blocks(layout):
-    """x of 2 x 1536 x 128 float32 values is rotated in blocks of 1024 positions (the eager path, no grad, a
-    non-contiguous x for the interleaved layout): every block must be rotated by its own rows of cos/sin."""
+def test_rotation_of_many_positions(layout):
+    """x of 2 x 1536 x 128 float32 values (the eager path, no grad, a non-contiguous x for the interleaved layout):
+    every position must be rotated by its own row of cos/sin."""
     g = torch.Generator().manual_seed(27)
     seq, d = 1536, 128
     x = torch.randn(1, 2, d, seq, generator=g).transpose(-1, -2)  # non-contiguous (1, 2, seq, d)

@@ -58,6 +58,14 @@ def test_setup_block_installs_from_the_configured_repository_and_runs_when_insta
     exec(block, namespace)  # course_pe is importable here, so nothing is installed
 
 
+def test_the_intro_clones_the_configured_repository():
+    """The book's "How to run it" gives a command that runs, from the one setting that names the repository."""
+    intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
+    url, name = CONFIG["repository"]["url"], CONFIG["repository"]["url"].rstrip("/").rsplit("/", 1)[-1]
+    assert f"git clone {url}.git && cd {name}\n" in intro
+    assert "<this repository>" not in intro
+
+
 def test_pinned_reads_requirements_and_refuses_unknown_packages():
     assert book_tools.pinned("myst_nb").startswith("myst-nb==")
     with pytest.raises(ValueError, match="not pinned"):
@@ -106,7 +114,29 @@ def test_exercises_are_numbered_per_chapter():
     book_site.number_per_chapter(None, env)
     assert env.toc_fignumbers["b"]["exercise"] == {"ex-b1": (1,), "ex-b2": (2,)}
     assert env.toc_fignumbers["a"]["exercise"] == {"ex-a1": (1,), "ex-a2": (2,)}
-    assert env.toc_fignumbers["b"]["figure"] == {"g": (2,)}  # other types keep the book-wide count
+    assert env.toc_fignumbers["b"]["figure"] == {"g": (1,)}  # figures too (issue 39), and theorems:
+
+
+def test_theorems_are_numbered_per_chapter_and_other_chapters_named():
+    env = SimpleNamespace(toc_fignumbers={
+        "a": {"theorem": {"thm-a1": (1,), "thm-a2": (2,)}, "lemma": {"lem-a": (1,)}},
+        "b": {"theorem": {"thm-b1": (3,)}, "lemma": {"lem-b": (2,)}, "unknown kind": {"u": (7,)}},
+    })
+    book_site.number_per_chapter(None, env)
+    assert env.toc_fignumbers["b"]["theorem"] == {"thm-b1": (1,)}
+    assert env.toc_fignumbers["b"]["lemma"] == {"lem-b": (1,)}
+    assert env.toc_fignumbers["b"]["unknown kind"] == {"u": (7,)}
+    from docutils import nodes
+
+    env.titles = {"a": nodes.title("", "Chapter A"), "b": nodes.title("", "Chapter B")}
+    app = SimpleNamespace(env=env, config=SimpleNamespace(language="en"))
+    doctree = nodes.paragraph()
+    own, other, worded = (nodes.reference("", "Theorem 1", refuri="#thm-b1"),
+                          nodes.reference("", "Theorem 2", refuri="a.html#thm-a2"),
+                          nodes.reference("", "the lemma", refuri="a.html#lem-a"))
+    doctree += [own, other, worded]
+    book_site.name_other_chapters(app, doctree, "b")
+    assert [r.astext() for r in (own, other, worded)] == ["Theorem 1", "Theorem 2 of Chapter A", "the lemma"]
 
 
 def test_repeated_inline_scripts_are_dropped():

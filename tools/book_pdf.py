@@ -19,9 +19,11 @@ page count is printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import shutil
 import sys
+import threading
 import time
 import unicodedata
 from dataclasses import dataclass
@@ -35,6 +37,24 @@ import site_test  # noqa: E402
 from book_site import tex_to_plain  # noqa: E402
 
 OUT = ROOT / "_build" / "pdf" / "positional-encoding-corrected.pdf"
+
+
+@dataclass
+class Edition:
+    """What differs between the editions' PDFs: the TOC (its part captions), the running title and metadata, the
+    contents' heading, and for the Chinese edition (tools/zh_edition.py pdf, make pdf-zh) the CJK font check."""
+    toc: Path = ROOT / "_toc.yml"
+    title: str = "Positional Encoding, Corrected"
+    author: str = "The Positional Encoding, Corrected authors"
+    contents: str = "Contents"
+    cjk_font: str = ""  # a font every CJK character must be drawn with (its PostScript name), e.g. NotoSansSC
+    # The running title at the top of each page. Chromium draws it outside the page, where the page's web fonts are
+    # not loaded: Chinese there would be empty boxes on a machine without a CJK system font, so the Chinese edition
+    # has none (its title is on the first page and in the PDF's metadata).
+    running_title: bool = True
+
+
+ENGLISH = Edition()
 
 
 @dataclass
@@ -88,7 +108,7 @@ async (docnames) => {
 """
 
 _TOC_JS = """
-([entries, numbers]) => {
+([entries, numbers, heading]) => {
   const main = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
   let nav = document.getElementById('pdf-contents');
   if (!nav) {
@@ -102,14 +122,14 @@ _TOC_JS = """
     return part + `<li><a href="#pdf-chapter-${i}"><span class="pdf-title">${e.html}</span>` +
       `<span class="pdf-dots"></span><span class="pdf-page">${numbers[i]}</span></a></li>`;
   }).join('');
-  nav.innerHTML = `<h1>Contents</h1><ul class="pdf-toc">${rows}</ul>`;
+  nav.innerHTML = `<h1>${heading}</h1><ul class="pdf-toc">${rows}</ul>`;
   if (!document.getElementById('pdf-style')) {
     const style = document.createElement('style');
     style.id = 'pdf-style';
     style.textContent = `
       ul.pdf-toc { list-style: none; padding: 0; }
-      ul.pdf-toc li { margin: 0.25em 0; }
-      ul.pdf-toc li.pdf-part { font-weight: 700; margin-top: 0.9em; }
+      ul.pdf-toc li { margin: 0.12em 0; }
+      ul.pdf-toc li.pdf-part { font-weight: 700; margin-top: 0.6em; }
       ul.pdf-toc a { display: flex; align-items: baseline; color: inherit; text-decoration: none; }
       .pdf-dots { flex: 1; border-bottom: 1px dotted #888; margin: 0 0.4em; }
       .pdf-page { font-variant-numeric: tabular-nums; }
@@ -127,21 +147,76 @@ _TOC_JS = """
       div.cell_input, div.cell_output, div.highlight, table, div.math, figure { break-inside: avoid; }
       div.cell_input div[class*=highlight], div.cell_output div[class*=highlight] { break-inside: auto; }
       div.cell_input:empty, div.cell_output:empty { display: none; }
-      h1, h2, h3 { break-after: avoid; }`;
+      h1, h2, h3 { break-after: avoid; }
+      /* a heading is never split over two pages, and it stays with what follows (issue 39: nine were split) */
+      h1, h2, h3, h4, p.rubric, .admonition-title, figcaption { break-inside: avoid; }
+      h4, p.rubric, .admonition-title { break-after: avoid; }
+      #pdf-title { break-after: page; text-align: center; padding-top: 30vh; }
+      #pdf-title .pdf-book-title { font-size: 2.4em; font-weight: 700; line-height: 1.2; margin-bottom: 0.6em; }
+      #pdf-title .pdf-book-author { font-size: 1.2em; margin-bottom: 2em; }
+      #pdf-title .pdf-book-note { font-size: 0.9em; color: #555; }`;
     document.head.appendChild(style);
   }
 }
 """
+
+# A title page before the contents (the PDF opened on its contents). Its text comes from _config.yml.
+_TITLE_JS = """
+([title, author, note]) => {
+  const main = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
+  let page = document.getElementById('pdf-title');
+  if (!page) {
+    page = document.createElement('section');
+    page.id = 'pdf-title';
+    main.prepend(page);
+  }
+  const line = (cls, text) => { const d = document.createElement('div'); d.className = cls; d.textContent = text; return d; };
+  page.replaceChildren(line('pdf-book-title', title), line('pdf-book-author', author), line('pdf-book-note', note));
+}
+"""
+
+# A block kept whole on one page (break-inside: avoid in _TOC_JS) that is taller than this share of the printed page
+# moves to the next page and leaves the rest of its page empty (pages 421, 426 and 429 were more than half empty):
+# such blocks may break; a table repeats its header row on the next page.
+TALL_SHARE = 0.4
+_PAGINATE_JS = """
+(share) => {
+  const pageHeight = (297 - 18 - 20) / 25.4 * 96;  // A4 less the margins of _print, in CSS px
+  let freed = 0;
+  document.querySelectorAll('div.cell_input, div.cell_output, div.highlight, table, div.math, div.admonition, ' +
+                            'div.proof, div.solution, details').forEach((e) => {
+    if (getComputedStyle(e).breakInside === 'avoid' && e.getBoundingClientRect().height > share * pageHeight) {
+      e.style.breakInside = 'auto';
+      freed += 1;
+    }
+  });
+  return freed;
+}
+"""
+
+
+def title_page(edition: Edition = ENGLISH, config_path: Path = ROOT / "_config.yml") -> list[str]:
+    """The edition's title and author, and a line saying what this PDF is (the year and repository from _config.yml)."""
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    year, url = config.get("copyright", ""), config["repository"]["url"]
+    if edition.cjk_font:
+        note = f"© {year} {edition.author}。本书网页版的印刷版本；每一章也是一个可以运行的笔记本，见 {url}。"
+    else:
+        note = (f"© {year} {edition.author}. The printed form of the book's web edition; every chapter is also a "
+                f"notebook that runs, in {url}.")
+    return [edition.title, edition.author, note]
+
 
 _HEADER = '<div style="font-size:7.5px;width:100%;padding:0 16mm;color:#666;">Positional Encoding, Corrected</div>'
 _FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#444;">'
            '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
 
 
-def _print(page) -> bytes:
-    return page.pdf(format="A4", print_background=True, display_header_footer=True, header_template=_HEADER,
+def _print(page, header: str = _HEADER) -> bytes:
+    # tagged: a PDF with its structure (headings, lists, tables, figures with their alt text) for screen readers
+    return page.pdf(format="A4", print_background=True, display_header_footer=True, header_template=header,
                     footer_template=_FOOTER, margin={"top": "18mm", "bottom": "20mm", "left": "16mm", "right": "16mm"},
-                    prefer_css_page_size=True)
+                    prefer_css_page_size=True, tagged=True)
 
 
 def chapter_pages(pdf_bytes: bytes, count: int) -> list[int]:
@@ -159,14 +234,14 @@ def chapter_pages(pdf_bytes: bytes, count: int) -> list[int]:
     return pages
 
 
-def add_bookmarks(pdf_bytes: bytes, entries: list[Chapter], target: Path) -> int:
+def add_bookmarks(pdf_bytes: bytes, entries: list[Chapter], target: Path, edition: Edition = ENGLISH) -> int:
     """Write the PDF with one bookmark per part and per chapter, and the document's title; returns the page count."""
     import io
 
     from pypdf import PdfReader, PdfWriter
 
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_bytes)))
-    writer.add_metadata({"/Title": "Positional Encoding, Corrected", "/Author": "The Positional Encoding, Corrected authors"})
+    writer.add_metadata({"/Title": edition.title, "/Author": edition.author})
     parent = None
     current_part = None
     for chapter in entries:
@@ -175,13 +250,14 @@ def add_bookmarks(pdf_bytes: bytes, entries: list[Chapter], target: Path) -> int
             parent = writer.add_outline_item(title=chapter.part, page_number=chapter.page - 1) if chapter.part else None
         writer.add_outline_item(title=chapter.title, page_number=chapter.page - 1, parent=parent)
     writer.page_mode = "/UseOutlines"
+    strip_marks(writer)
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("wb") as handle:
         writer.write(handle)
     return len(writer.pages)
 
 
-def check_pdf(path: Path, entries: list[Chapter], code: list[str] = ()) -> list[str]:
+def check_pdf(path: Path, entries: list[Chapter], code: list[str] = (), ignore_spaces: bool = False) -> list[str]:
     """Problems with the written PDF: titles, bookmarks, raw TeX (outside the book's code: ``code`` holds the text of
     every code block and literal, whitespace collapsed; a match on a line that is code is not raw TeX)."""
     from pypdf import PdfReader
@@ -201,8 +277,10 @@ def check_pdf(path: Path, entries: list[Chapter], code: list[str] = ()) -> list[
 
     walk(reader.outline)
     for chapter in entries:
-        words = re.split(r"[:(]", chapter.title)[0].strip()  # the title up to any math
-        if not (1 <= chapter.page <= len(texts)) or flat(words) not in flat(texts[chapter.page - 1]):
+        words = re.split(r"[:(：（]", chapter.title)[0].strip()  # the title up to any math (also after a Chinese colon)
+        found = lambda a, b: (a.replace(" ", "") in b.replace(" ", "")) if ignore_spaces else a in b  # noqa: E731
+        # (ignore_spaces: Chinese has no spaces, and text extraction puts some between glyphs that sit a little apart)
+        if not (1 <= chapter.page <= len(texts)) or not found(flat(words), flat(texts[chapter.page - 1])):
             problems.append(f"chapter {chapter.docname}: title {words!r} not found on its page {chapter.page}")
         if (chapter.title, chapter.page) not in outline_titles:
             problems.append(f"chapter {chapter.docname}: no bookmark {chapter.title!r} -> page {chapter.page}")
@@ -212,6 +290,271 @@ def check_pdf(path: Path, entries: list[Chapter], code: list[str] = ()) -> list[
             match = site_test.RAW_TEX.search(line)
             if match and flat(line).strip() not in code_text:
                 problems.append(f"page {number}: raw TeX in the text: {flat(line)[:160]!r}")
+    return problems
+
+
+# ----------------------------------------------------------------------------------------------- nothing lost (issue 39)
+
+# The printed column: A4 (210 mm) less the two 16 mm margins of _print, in CSS px (96 per inch): 672.8 px. The page is
+# laid out at this width before anything is fitted, so that what book_site_layout.js measures is what is printed (at
+# the 1000 px of the screen layout the models table fitted, and lost three columns on paper).
+PRINT_COLUMN_PX = 672
+
+# Marks for the printed-page check. Every header cell of every table and every display equation gets an empty mark at
+# its start and one at its end; a hidden link to each mark makes Chromium write it as a named destination of the PDF,
+# with the page and the position at which it was printed. Two marks at the column's edges calibrate the positions.
+# Returns what the page holds (each table's header words, each equation's width), for printed_problems.
+_MARK_JS = """
+() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
+  document.querySelectorAll('.pe-pdf-mark, #pe-pdf-links, #pe-pdf-column').forEach((e) => e.remove());
+  const links = document.createElement('div');
+  links.id = 'pe-pdf-links';
+  links.style.display = 'none';
+  document.body.appendChild(links);
+  const mark = (id) => {
+    const span = document.createElement('span');
+    span.id = id;
+    span.className = 'pe-pdf-mark';
+    const a = document.createElement('a');
+    a.href = '#' + id;
+    links.appendChild(a);
+    return span;
+  };
+  const column = document.createElement('div');
+  column.id = 'pe-pdf-column';
+  column.style.cssText = 'display: flex; justify-content: space-between; height: 0; margin: 0; padding: 0; border: 0';
+  column.append(mark('pe-pdf-col-s'), mark('pe-pdf-col-e'));
+  article.prepend(column);
+  const visible = (e) => e.getClientRects().length > 0;
+  const plain = (e) => {
+    const copy = e.cloneNode(true);
+    copy.querySelectorAll('mjx-container, .headerlink, script, style').forEach((m) => m.remove());
+    return copy.textContent.replace(/\\s+/g, ' ').trim();
+  };
+  const tables = [];
+  article.querySelectorAll('table').forEach((table) => {
+    if (!visible(table) || table.closest('#pdf-contents')) return;
+    const t = tables.length;
+    let cells = table.tHead ? Array.from(table.tHead.querySelectorAll('th, td')) : [];
+    if (!cells.length && table.rows.length) cells = Array.from(table.rows[0].cells);
+    const caption = table.caption ? plain(table.caption) : '';
+    const headers = cells.filter(visible).map((cell, h) => {
+      cell.prepend(mark(`pe-pdf-t${t}-h${h}-s`));
+      cell.append(mark(`pe-pdf-t${t}-h${h}-e`));
+      return plain(cell);
+    });
+    tables.push({headers, caption: caption || headers.slice(0, 4).join(' | ')});
+  });
+  const equations = [];
+  article.querySelectorAll('mjx-container[display="true"]').forEach((container) => {
+    const math = container.querySelector(':scope > mjx-math');
+    if (!math || !visible(container)) return;
+    const e = equations.length;
+    container.style.whiteSpace = 'nowrap';  // the end mark stays on the equation's line
+    math.before(mark(`pe-pdf-e${e}-s`));
+    math.after(mark(`pe-pdf-e${e}-e`));
+    equations.push({text: (math.textContent || '').replace(/\\s+/g, ' ').trim().slice(0, 60)});
+  });
+  return {tables, equations};
+}
+"""
+
+# What the prepared page will print, measured in its print layout: every table and display equation lies inside the
+# box that clips it (nothing hidden past a scrolling box's edge, which paper cannot scroll) and inside the column.
+# Also each equation's width, which printed_problems compares with the printed one.
+_FIT_JS = """
+() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('[role=main]');
+  const a = article.getBoundingClientRect();
+  const as = getComputedStyle(article);
+  const column = [a.left + parseFloat(as.paddingLeft), a.right - parseFloat(as.paddingRight)];
+  const clip = (e) => {
+    for (let p = e.parentElement; p && p !== article; p = p.parentElement) {
+      if (getComputedStyle(p).overflowX !== 'visible') {
+        const r = p.getBoundingClientRect();
+        return [r.left + p.clientLeft, r.left + p.clientLeft + p.clientWidth];
+      }
+    }
+    return column;
+  };
+  const problems = [];
+  const lost = (what, e, name) => {
+    const r = e.getBoundingClientRect();
+    const [left, right] = clip(e);
+    const cut = Math.max(left - r.left, r.right - right, column[0] - r.left, r.right - column[1]);
+    if (cut > 1) problems.push(`${what} is cut off on paper: ${Math.round(cut)} px of its ${Math.round(r.width)} px lie ` +
+                               `outside its box or the column: ${name}`);
+  };
+  const widths = [];
+  let t = 0;
+  article.querySelectorAll('table').forEach((table) => {
+    if (!table.getClientRects().length || table.closest('#pdf-contents')) return;
+    lost(`table ${t + 1}`, table, (table.innerText || '').replace(/\\s+/g, ' ').trim().slice(0, 60));
+    t += 1;
+  });
+  article.querySelectorAll('pre').forEach((pre) => {
+    if (!pre.getClientRects().length || pre.closest('#pdf-contents')) return;
+    const hidden = pre.scrollWidth - pre.clientWidth;
+    if (getComputedStyle(pre).overflowX !== 'visible' && hidden > 1) {
+      problems.push(`code or output is cut off on paper: ${hidden} px of its lines hidden: ` +
+                    (pre.textContent || '').replace(/\\s+/g, ' ').trim().slice(0, 60));
+    } else {
+      lost('code or output', pre, (pre.textContent || '').replace(/\\s+/g, ' ').trim().slice(0, 60));
+    }
+  });
+  article.querySelectorAll('mjx-container[display="true"]').forEach((container) => {
+    const math = container.querySelector(':scope > mjx-math');
+    if (!math || !container.getClientRects().length) return;
+    lost(`display equation ${widths.length + 1}`, math, (math.textContent || '').trim().slice(0, 60));
+    widths.push(math.getBoundingClientRect().width);
+  });
+  return {problems, widths, column: column[1] - column[0]};
+}
+"""
+
+
+def _flat(text: str) -> str:
+    """Text compared without case, spacing or compatibility forms (the PDF's text has line breaks where the page
+    wrapped a cell, and ligatures)."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text)).lower()
+
+
+def printed_problems(pdf_bytes: bytes, marked: dict, fit: dict, tolerance_px: float = 2.0) -> list[str]:
+    """Compare what the page held (``marked``: _MARK_JS; ``fit``: _FIT_JS) with what Chromium printed.
+
+    From the PDF's named destinations (the marks): every header cell of every table and both ends of every display
+    equation were printed, inside the printed column; every word of a header cell is in the text of the page the cell
+    is on; and each equation is printed as wide as it was laid out (a printed width that differs means the layout
+    that was fitted is not the one printed)."""
+    import io
+
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(pdf_bytes))
+    marks: dict[str, tuple[int, float, float]] = {}
+    for name, destination in reader.named_destinations.items():
+        name = str(name).lstrip("/")
+        if name.startswith("pe-pdf-"):
+            marks[name] = (reader.get_destination_page_number(destination), float(destination.left or 0),
+                           float(destination.top or 0))
+    if "pe-pdf-col-s" not in marks or "pe-pdf-col-e" not in marks:
+        return ["the column's marks are not in the PDF: nothing could be compared with the print"]
+    left, right = marks["pe-pdf-col-s"][1], marks["pe-pdf-col-e"][1]
+    scale = fit["column"] / (right - left)  # CSS px per PDF unit
+    slack = tolerance_px / scale
+    texts: dict[int, str] = {}
+
+    def page_text(number: int) -> str:
+        if number not in texts:
+            texts[number] = _flat(reader.pages[number].extract_text() or "")
+        return texts[number]
+
+    problems = []
+    for t, table in enumerate(marked["tables"]):
+        missing, outside, absent = [], [], []
+        for h, header in enumerate(table["headers"]):
+            start, end = marks.get(f"pe-pdf-t{t}-h{h}-s"), marks.get(f"pe-pdf-t{t}-h{h}-e")
+            label = header or f"column {h + 1}"
+            if start is None or end is None:
+                missing.append(label)
+                continue
+            if min(start[1], end[1]) < left - slack or max(start[1], end[1]) > right + slack:
+                outside.append(label)
+            words = [w for w in header.split() if _flat(w)]
+            pages = {start[0], end[0]}
+            if any(not any(_flat(w) in page_text(p) for p in pages) for w in words):
+                absent.append(label)
+        where = f"table {t + 1} ({table['caption'][:70]!r})"
+        if missing:
+            problems.append(f"{where}: header cells not printed at all: {missing}")
+        if outside:
+            problems.append(f"{where}: header cells printed outside the column (cut off): {outside}")
+        if absent:
+            problems.append(f"{where}: header cells whose words are not in the printed page's text: {absent}")
+    for e, equation in enumerate(marked["equations"]):
+        start, end = marks.get(f"pe-pdf-e{e}-s"), marks.get(f"pe-pdf-e{e}-e")
+        where = f"display equation {e + 1} ({equation['text'][:50]!r})"
+        if start is None or end is None:
+            problems.append(f"{where}: not printed")
+            continue
+        if start[0] != end[0] or abs(start[2] - end[2]) > 6:
+            problems.append(f"{where}: printed across two lines or pages")
+            continue
+        if start[1] < left - slack or end[1] > right + slack:
+            problems.append(f"{where}: printed {max(left - start[1], end[1] - right) * scale:.0f} px past the column")
+        printed = (end[1] - start[1]) * scale
+        expected = fit["widths"][e] if e < len(fit["widths"]) else None
+        if expected is not None and abs(printed - expected) > max(tolerance_px, 0.02 * expected):
+            problems.append(f"{where}: printed {printed:.0f} px wide, laid out {expected:.0f} px")
+    return problems
+
+
+def strip_marks(writer) -> None:
+    """Remove the marks' named destinations from the PDF about to be written (they are for the check only)."""
+    from pypdf.generic import NameObject
+
+    dests = writer._root_object.get("/Dests")
+    if dests is not None:
+        dests = dests.get_object()
+        for key in [k for k in dests.keys() if str(k).lstrip("/").startswith("pe-pdf-")]:
+            del dests[NameObject(key)]
+
+
+@contextlib.contextmanager
+def heartbeat(what: str, start: float, every: float = 30.0):
+    """Say every ``every`` seconds that ``what`` is still going on: Chromium prints the whole book in one call of
+    several minutes, which used to pass in silence (a newcomer may kill a build that says nothing)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            site_test.progress(f"pdf: {what} ({time.perf_counter() - start:.0f} s)")
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def cjk_font_problems(path: Path, font: str) -> list[str]:
+    """The Chinese PDF draws every CJK character with the embedded ``font`` (no character fell back to another font,
+    which on a machine without CJK fonts is an empty box), and its text has no replacement character."""
+    from pypdf import PdfReader
+
+    import cjk_font
+
+    problems: list[str] = []
+    others: dict[str, str] = {}
+    embedded = set()
+    cjk_chars = 0
+
+    def visit(text, cm, tm, font_dict, font_size):
+        nonlocal cjk_chars
+        name = str((font_dict or {}).get("/BaseFont", "?"))
+        chars = cjk_font.CJK_CHAR.findall(text or "")
+        if chars:
+            cjk_chars += len(chars)
+            if str((font_dict or {}).get("/Subtype")) == "/Type3":
+                return  # Chromium writes the synthesized bold of the embedded font (headings) as Type 3 glyph programs
+            if font in name:
+                embedded.add(name)
+            else:
+                others.setdefault(name, "".join(chars)[:20])
+
+    for number, page in enumerate(PdfReader(path).pages, start=1):
+        text = page.extract_text(visitor_text=visit) or ""
+        if "\ufffd" in text:
+            problems.append(f"page {number}: a character that could not be drawn or read (U+FFFD)")
+    if not cjk_chars:
+        problems.append("the PDF has no CJK text")
+    elif not embedded:
+        problems.append(f"no embedded {font} font draws the CJK text")
+    for name, sample in others.items():
+        problems.append(f"CJK characters drawn with {name}, not the embedded {font}: {sample!r}")
     return problems
 
 
@@ -227,12 +570,16 @@ def quiet_pypdf() -> None:
     logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
-def build(site: Path, out: Path, chromium: str) -> int:
+def build(site: Path, out: Path, chromium: str, edition: Edition = ENGLISH,
+          entries: list[Chapter] | None = None) -> int:
+    import html
+
     from playwright.sync_api import sync_playwright
 
     quiet_pypdf()
 
-    entries = chapters()
+    entries = chapters(edition.toc) if entries is None else entries
+    header = _HEADER.replace("Positional Encoding, Corrected", html.escape(edition.title) if edition.running_title else "")
     start = time.perf_counter()
     report = site_test.Report()
     with site_test.LocalServer(site, 1500) as server, sync_playwright() as pw:
@@ -248,10 +595,11 @@ def build(site: Path, out: Path, chromium: str) -> int:
         shutil.copy2(site / f"{root}.html", site / "print.html")
         page.goto(f"{server.origin}/print.html", wait_until="load")
         status = "not started"
-        for _ in range(60):  # the whole book on one page: MathJax may take a minute to start and typeset
-            status = page.evaluate(site_test._WAIT_FOR_MATHJAX_JS)
-            if status == "ok":
-                break
+        with heartbeat("MathJax is typesetting the single page", start):
+            for _ in range(60):  # the whole book on one page: MathJax may take a minute to start and typeset
+                status = page.evaluate(site_test._WAIT_FOR_MATHJAX_JS)
+                if status == "ok":
+                    break
         if status != "ok":
             print(f"MathJax did not finish on the single page ({status})")
             return 1
@@ -259,18 +607,26 @@ def build(site: Path, out: Path, chromium: str) -> int:
             pass
         site_test.progress(f"pdf: single page loaded and typeset ({time.perf_counter() - start:.0f} s)")
         page.emulate_media(media="print")
+        page.set_viewport_size({"width": PRINT_COLUMN_PX, "height": 1400})  # the printed column (nothing lost)
+        page.evaluate(site_test._OPEN_FOLDS_JS)  # let the layout script re-measure at that width
         prepared = page.evaluate(_PREPARE_JS, [c.docname for c in entries])
         titles, code = prepared["titles"], prepared["code"]
         for chapter, title in zip(entries, titles):
             chapter.title = tex_to_plain(title["text"]) or chapter.docname
         toc_entries = [{"part": c.part, "html": t["html"]} for c, t in zip(entries, titles)]
-        page.evaluate(_TOC_JS, [toc_entries, ["000"] * len(entries)])
+        page.evaluate(_TOC_JS, [toc_entries, ["000"] * len(entries), html.escape(edition.contents)])
+        page.evaluate(_TITLE_JS, title_page(edition))
         page.evaluate("() => window.peFitForPrint ? window.peFitForPrint() : 0")
-        first = _print(page)
+        page.evaluate(_PAGINATE_JS, TALL_SHARE)
+        marked = page.evaluate(_MARK_JS)
+        with heartbeat("Chromium is printing the book, first pass (to learn the chapters' pages)", start):
+            first = _print(page, header)
         pages = chapter_pages(first, len(entries))
         site_test.progress(f"pdf: first print done, chapters start on pages {pages} ({time.perf_counter() - start:.0f} s)")
-        page.evaluate(_TOC_JS, [toc_entries, [str(p) for p in pages]])
-        second = _print(page)
+        page.evaluate(_TOC_JS, [toc_entries, [str(p) for p in pages], html.escape(edition.contents)])
+        fit = page.evaluate(_FIT_JS)
+        with heartbeat("Chromium is printing the book, second pass (with the contents' page numbers)", start):
+            second = _print(page, header)
         final_pages = chapter_pages(second, len(entries))
         browser.close()
     if report.blocked:
@@ -283,8 +639,11 @@ def build(site: Path, out: Path, chromium: str) -> int:
         chapter.page = number
         if number == 0:
             problems.append(f"chapter {chapter.docname}: no page found for it")
-    count = add_bookmarks(second, entries, out)
-    problems += check_pdf(out, entries, code)
+    problems += fit["problems"] + printed_problems(second, marked, fit)
+    count = add_bookmarks(second, entries, out, edition)
+    problems += check_pdf(out, entries, code, ignore_spaces=bool(edition.cjk_font))
+    if edition.cjk_font:
+        problems += cjk_font_problems(out, edition.cjk_font)
     size = out.stat().st_size / 1e6
     print(f"pdf: {out} ({count} pages, {size:.1f} MB, {len(entries)} chapters bookmarked under their parts, "
           f"{time.perf_counter() - start:.0f} s), {len(problems)} problem(s)")

@@ -33,9 +33,11 @@ import sys
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
+from sphinx.transforms import SphinxTransform
 from sphinx.util.nodes import clean_astext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -130,6 +132,50 @@ p.pe-scroll-note { font-size: 0.85em; color: var(--pst-color-text-muted); margin
   }
   .bd-content table:not(.indextable) :is(th, td) :is(code.literal, span.pre) { white-space: nowrap; }
 }
+"""
+
+# Reading (issue 39): display equations, text in math.
+_READING_CSS = """
+/* Display equations scroll to their first symbol. The theme lays div.math out as a reversed flex row (Sphinx writes
+   the equation number first, the theme draws it on the right), so an equation wider than its box overflowed to the
+   LEFT, before the box's start, where no scrolling reaches (21 equations at 390 px, 3 at 1280 px). A forward row puts
+   the overflow on the right, inside the box that scrolls; the number stays at the end. */
+.bd-article div.math { flex-direction: row; justify-content: flex-start; }
+.bd-article div.math > span.eqno { order: 1; flex: none; }
+
+/* Code at desktop widths. The chapters' code is written in lines of up to 120 characters; at 1280 px the page's table
+   of contents ("On this page") took a fifth of the window and 309 of 402 code blocks and outputs scrolled sideways
+   in a 752 px column. Below 1600 px that table of contents opens from the header's button (as on narrower screens)
+   and the column takes its place, with code in 12 px type; from 1600 px the page may be wider than the theme's
+   88rem, so the table of contents and a column for 120-character lines fit side by side. */
+@media (min-width: 1200px) and (max-width: 1599.98px) {
+  div.bd-sidebar-secondary { display: none; }
+  .bd-main .bd-content .bd-article-container { max-width: 100%; }
+  button.sidebar-toggle.secondary-toggle { display: flex; }
+  .bd-article div.highlight > pre, .bd-article div.cell_output pre { font-size: 0.75rem; }
+}
+@media (min-width: 1600px) {
+  .bd-page-width { max-width: 110rem; }
+  .bd-article div.highlight > pre, .bd-article div.cell_output pre { font-size: 0.8125rem; }
+}
+/* Long names in the page's table of contents wrap ("SinusoidalPositionalEncodin" was cut at the window's edge). */
+.bd-sidebar-secondary nav.page-toc a, .bd-sidebar-secondary .toc-entry a { overflow-wrap: anywhere; }
+
+/* Phones: a table wider than the screen scrolls in its frame, at most 75 % of the screen tall, with its header row
+   and its first column fixed, so a value stays next to its row's name and its column's name. */
+@media (max-width: 767.98px) {
+  .bd-article .pst-scrollable-table-container.pe-scroll { max-height: 75vh; overflow: auto; }
+  .bd-article .pst-scrollable-table-container.pe-scroll thead th {
+    position: sticky; top: 0; z-index: 2; background: var(--pst-color-background);
+  }
+  .bd-article .pst-scrollable-table-container.pe-scroll :is(thead, tbody) tr > :first-child {
+    position: sticky; left: 0; z-index: 1; background: var(--pst-color-background);
+    box-shadow: inset -1px 0 0 var(--pst-color-border);
+  }
+  .bd-article .pst-scrollable-table-container.pe-scroll thead tr > :first-child { z-index: 3; }
+}
+/* A figure opens at full size (book_site_layout.js links it): on a phone its labels are otherwise a few pixels high. */
+a.pe-figure-link { cursor: zoom-in; }
 """
 
 _SEARCH_TYPESET_JS = """
@@ -295,7 +341,13 @@ def _ancestors(node: nodes.Node):
         node = node.parent
 
 
-PER_CHAPTER_TYPES = ("exercise",)
+# Exercises, and (issue 39) theorems and the other sphinx-proof kinds, figures, tables and listings: numbered per
+# chapter ("Theorem 5" was the fifth theorem of the book, on a page whose first theorem it was).
+try:
+    from sphinx_proof.proof_type import PROOF_TYPES as _PROOF_TYPES
+except ImportError:  # pragma: no cover - sphinx-proof is pinned in requirements.txt
+    _PROOF_TYPES = {}
+PER_CHAPTER_TYPES = ("exercise", "figure", "table", "code-block", *_PROOF_TYPES)
 
 
 def number_per_chapter(app: Sphinx, env) -> list[str]:
@@ -307,6 +359,151 @@ def number_per_chapter(app: Sphinx, env) -> list[str]:
                 order = sorted(numbers, key=lambda key: numbers[key])
                 by_type[figtype] = {key: (index,) for index, key in enumerate(order, start=1)}
     return []
+
+
+def _per_chapter_targets(env) -> dict[str, tuple[str, str]]:
+    """id -> (docname, figtype) of every object numbered per chapter."""
+    targets = {}
+    for docname, by_type in env.toc_fignumbers.items():
+        for figtype in PER_CHAPTER_TYPES:
+            for key in by_type.get(figtype, {}):
+                targets[key] = (docname, figtype)
+    return targets
+
+
+def name_other_chapters(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """A reference to a numbered object of another chapter names that chapter: "Theorem 2 of *The RoPE proof*"
+    (numbers restart in every chapter, so "Theorem 2" alone would be this chapter's)."""
+    env = app.env
+    targets = _per_chapter_targets(env)
+    chinese = (app.config.language or "en").lower().startswith("zh")
+    for reference in list(doctree.findall(nodes.reference)):
+        anchor = (reference.get("refuri") or "").partition("#")[2] or reference.get("refid", "")
+        target = targets.get(anchor)
+        # the single-page build (make pdf) resolves the whole book as its root document; each chapter in it starts
+        # with a start_of_file node that names the chapter
+        source = next((a["docname"] for a in _ancestors(reference) if isinstance(a, addnodes.start_of_file)), docname)
+        if target is None or target[0] == source or target[0] not in env.titles:
+            continue
+        text = reference.astext()
+        if not re.search(r"\d$", text) or len(reference.children) != 1:
+            continue  # a reference with its own text ({ref}`words <label>`) says what it points at
+        title = [child.deepcopy() for child in env.titles[target[0]].children]
+        reference.children = []
+        if chinese:
+            reference.extend([nodes.Text("《"), *title, nodes.Text("》" + text)])
+        else:
+            reference.extend([nodes.Text(text + " of "), nodes.emphasis("", "", *title)])
+
+
+def merge_split_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """One box per printed text: a cell that prints a table and calls glue() between the lines stores its output as
+    several streams (glue's outputs sit between them and are not shown), which were drawn as one grey box per line."""
+    for container in list(doctree.findall(nodes.container)):
+        if "cell_output" not in container.get("classes", []):
+            continue
+        previous = None
+        for child in list(container.children):
+            if (isinstance(child, nodes.literal_block) and isinstance(previous, nodes.literal_block)
+                    and "output" in child["classes"] and child["classes"] == previous["classes"]
+                    and child.get("language") == previous.get("language")):
+                text = previous.astext() + child.astext()
+                previous.children = []
+                previous += nodes.Text(text)
+                previous.rawsource = text
+                container.remove(child)
+                continue
+            previous = child
+
+
+# Search (issue 39): erratum IDs are found, chapters rank above API entries.
+_ERRATUM_ID = re.compile(r"^E\d{3}-\d{2}$")
+_ERRATUM_LABEL = re.compile(r"^erratum-(e\d{3}-\d{2})$")
+
+
+class ErratumIndexEntries(SphinxTransform):
+    """An index entry for every erratum ID, where the ID is defined: each entry of the errata catalogue (a paragraph
+    opening with the ID in bold, which also gets the anchor ``e001-10``) and each callout in a chapter (its
+    ``erratum-e001-10`` label). Sphinx's search looks index entries up as whole strings, so "E001-10" finds them
+    first; as words of the text it was split into "e001" and "10" and matched every page with an erratum."""
+
+    default_priority = 800  # before SphinxDomains (850) collects the index entries
+
+    def apply(self, **kwargs) -> None:
+        for node in list(self.document.findall(nodes.Element)):
+            kids = [c for c in node.children if not (isinstance(c, nodes.Text) and not c.astext())]  # MyST's empty texts
+            if isinstance(node, nodes.paragraph) and kids and isinstance(kids[0], nodes.strong):
+                text = kids[0].astext()
+                after = kids[1].astext() if len(kids) > 1 else ""
+                if _ERRATUM_ID.match(text) and after.startswith(" · "):
+                    anchor = text.lower()
+                    if anchor not in node["ids"]:
+                        node["ids"].append(anchor)
+                        self.document.ids.setdefault(anchor, node)
+                    self._index(node, text, anchor)
+                    continue
+            for anchor in list(node.get("ids", [])):
+                match = _ERRATUM_LABEL.match(anchor)
+                if match and not isinstance(node, addnodes.index):
+                    self._index(node, match.group(1).upper(), anchor)
+
+    @staticmethod
+    def _index(node: nodes.Element, text: str, anchor: str) -> None:
+        if node.parent is None:
+            return
+        entry = addnodes.index(entries=[("single", text, anchor, "main", None)], inline=False)
+        node.parent.insert(node.parent.index(node), entry)
+
+
+# Where the book teaches each method a reader may search for by name: an index entry at the first paragraph of that
+# chapter that names it. Sphinx's search ranks an index entry that matches the whole query first; as words of the text,
+# "YaRN" ranked the bibliography and the errata above the chapter that explains it, and "position interpolation"
+# did not list that chapter among the first six results.
+TAUGHT_IN = {
+    "sinusoidal encoding": "book/part1/sinusoidal",
+    "RoPE": "book/part2/rope_first_principles",
+    "rotary position embedding": "book/part2/rope_first_principles",
+    "ALiBi": "book/part2/relative",
+    "T5": "book/part2/relative",
+    "position interpolation": "book/part3/context_extension",
+    "NTK-aware": "book/part3/context_extension",
+    "dynamic NTK": "book/part3/context_extension",
+    "YaRN": "book/part3/context_extension",
+}
+# The same terms as the Chinese edition writes them, where it translates them (the others it keeps in English).
+TAUGHT_IN_ZH = {"sinusoidal encoding": "正弦位置编码", "position interpolation": "位置插值",
+                "rotary position embedding": "旋转位置编码"}
+
+
+class TaughtInIndexEntries(SphinxTransform):
+    """Index entries for TAUGHT_IN; a term its chapter no longer names is reported (a warning fails the build)."""
+
+    default_priority = 800
+
+    def apply(self, **kwargs) -> None:
+        chinese = (self.config.language or "en").lower().startswith("zh")
+        for term, docname in TAUGHT_IN.items():
+            if docname != self.env.docname:
+                continue
+            term = TAUGHT_IN_ZH.get(term, term) if chinese else term
+            edges = ("", "") if cjk_font.CJK_CHAR.search(term) else (r"(?<![\w-])", r"(?![\w-])")  # no spaces in Chinese
+            pattern = re.compile(edges[0] + re.escape(term) + edges[1], re.IGNORECASE)
+            paragraph = next((p for p in self.document.findall(nodes.paragraph) if pattern.search(p.astext())), None)
+            section = next((a for a in _ancestors(paragraph) if isinstance(a, nodes.section)), None) if paragraph else None
+            if section is None or not section["ids"]:
+                logger.warning(f"[book_site] TAUGHT_IN: {docname} no longer names {term!r}", location=docname)
+                continue
+            entry = addnodes.index(entries=[("single", term, section["ids"][0], "main", None)], inline=False)
+            paragraph.parent.insert(paragraph.parent.index(paragraph), entry)
+
+
+SCORER = Path(__file__).resolve().parent / "book_site_static" / "book_site_scorer.js"
+
+
+def search_scorer(app: Sphinx, config) -> None:
+    """Sphinx's search scores with the book's Scorer (chapters above API entries); see the file."""
+    if not config.html_search_scorer:
+        config.html_search_scorer = str(SCORER)
 
 
 STATIC = Path(__file__).resolve().parent / "book_site_static"
@@ -332,9 +529,77 @@ html {{
   --pst-font-family-heading: var(--pst-font-family-base);
   --pst-font-family-monospace: var(--pst-font-family-monospace-system), "{family}";
 }}
-:lang(zh) {{ font-family: "{family}", var(--pst-font-family-base); }}
+""" + cjk_text_css(family)
+
+
+# MathJax draws formulas with its own fonts, which its elements (<mjx-container> and the <mjx-*> inside it) inherit
+# from MathJax's stylesheet. A rule that names a font for *every* Chinese element reaches them too: on a zh-CN page
+# every element matches :lang(zh), so digits, "=", "sin" and \mathrm were drawn in the body font ("i = 0" read
+# "i = C", issue 36 Z1). The Chinese font is therefore given to text only: :where() keeps the selector's weight that
+# of :lang(zh) alone, so the code rule below still wins for code. tools/site_test.py asks the browser which font drew
+# every glyph of the formulas (check_math_fonts).
+_NOT_MATH = ":where(:not(mjx-container, mjx-container *))"
+
+
+def cjk_text_css(family: str) -> str:
+    """The Chinese text rules: the served CJK fonts first for Chinese text (never for MathJax's elements; the
+    punctuation family first, so that “”——…… are full width in Chinese and only there), code in the monospace stack,
+    emphasis as Chinese typesetting does it, and short Chinese table cells kept on one line (below)."""
+    punct = cjk_font.PUNCT_FAMILY
+    return f"""
+:lang(zh){_NOT_MATH} {{ font-family: "{punct}", "{family}", var(--pst-font-family-base); }}
 :lang(zh) code, :lang(zh) pre, :lang(zh) kbd {{ font-family: var(--pst-font-family-monospace); }}
+{CJK_EMPHASIS_CSS}
+{CJK_NOWRAP_CSS}
 """
+
+
+def punctuation_css(unicode_range: str) -> str:
+    """The @font-face of the punctuation subset (cjk_font.subset_punctuation); used by the Chinese text rules only."""
+    return f"""
+@font-face {{
+  font-family: "{cjk_font.PUNCT_FAMILY}";
+  src: url("fonts/{cjk_font.PUNCT_SERVED.name}") format("woff2");
+  font-weight: 400;
+  font-display: swap;
+  unicode-range: {unicode_range};
+}}
+"""
+
+
+# Emphasis in Chinese (issue 36, S3). Han characters are not slanted (W3C clreq, "Requirements for Chinese Text
+# Layout", 3.2): a browser given `font-style: italic` for a font with no italic synthesizes an oblique CJK face.
+# Chinese marks emphasis with dots under the characters (着重号). mark_cjk_emphasis gives every emphasis node with
+# Chinese text the class cjk-em, so emphasis in Latin text (a variable name, an English term) stays italic.
+CJK_EMPHASIS_CSS = """em.cjk-em { font-style: normal; text-emphasis: filled dot; text-emphasis-position: under right; }
+em.cjk-em :is(mjx-container, code) { text-emphasis: none; }
+:lang(zh) .caption-number { font-style: normal; }"""  # the theme slants "Figure 1"; "图 1" stays upright
+
+# A table cell with a few Chinese characters and nothing else ("源文档", "简体中文", "交错") is the narrowest column to
+# an automatic table layout, since Chinese may break between any two characters: it was drawn one character per line
+# (issue 36, S5). mark_cjk_nowrap gives such cells the class cjk-nowrap; a table then too wide for the column
+# scrolls inside its frame like any other.
+CJK_NOWRAP_CSS = ".cjk-nowrap { white-space: nowrap; }"
+CJK_NOWRAP_MAX = 8  # characters
+
+
+def mark_cjk_emphasis(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Emphasis whose text has a Chinese character gets the class cjk-em (HTML builders)."""
+    if app.builder.format != "html":
+        return
+    for emphasis in doctree.findall(nodes.emphasis):
+        if cjk_font.CJK_CHAR.search(emphasis.astext()) and "cjk-em" not in emphasis["classes"]:
+            emphasis["classes"].append("cjk-em")
+
+
+def mark_cjk_nowrap(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Table cells of at most CJK_NOWRAP_MAX characters, one of them Chinese, get the class cjk-nowrap."""
+    if app.builder.format != "html":
+        return
+    for entry in doctree.findall(nodes.entry):
+        text = entry.astext().strip()
+        if text and len(text) <= CJK_NOWRAP_MAX and cjk_font.CJK_CHAR.search(text) and "cjk-nowrap" not in entry["classes"]:
+            entry["classes"].append("cjk-nowrap")
 
 
 def write_css(app: Sphinx, exception: Exception | None) -> None:
@@ -344,7 +609,9 @@ def write_css(app: Sphinx, exception: Exception | None) -> None:
             chars, unicode_range = cjk_font.subset_site(outdir)
         except ValueError as err:  # a CJK character the source font lacks
             raise ExtensionError(f"CJK font: {err}") from err
-        (outdir / "_static" / "book_site.css").write_text(_SITE_CSS + _font_css(unicode_range))
+        (outdir / "_static" / "book_site.css").write_text(
+            _SITE_CSS + _READING_CSS + _font_css(unicode_range)
+            + (punctuation_css(cjk_font.subset_punctuation(outdir)) if chars else ""))
         logger.info(f"[book_site] CJK font subset: {len(chars)} characters")
         for name in ("book_site_layout.js", "book_site_search.js"):
             shutil.copy2(STATIC / name, Path(app.outdir) / "_static" / name)
@@ -363,6 +630,14 @@ def single_page_handlers(app: Sphinx) -> None:
     handlers["singlehtml"] = merged
 
 
+def math_text_font(app: Sphinx, config) -> None:
+    """Characters that MathJax's fonts lack (Chinese in ``\\text{}``) are drawn by the served CJK font, then a serif."""
+    if config.mathjax3_config is None:
+        config.mathjax3_config = {}
+    chtml = config.mathjax3_config.setdefault("chtml", {})
+    chtml.setdefault("unknownFamily", f'"{cjk_font.FAMILY}", serif')
+
+
 def check_config(app: Sphinx, config) -> None:
     if config.mathjax_path != MATHJAX_PATH:
         raise ExtensionError(f"mathjax_path must be {MATHJAX_PATH!r} (the local copy), not {config.mathjax_path!r}")
@@ -373,6 +648,10 @@ def check_config(app: Sphinx, config) -> None:
 
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", check_config)
+    app.connect("config-inited", math_text_font)
+    app.connect("config-inited", search_scorer)
+    app.add_transform(ErratumIndexEntries)
+    app.add_transform(TaughtInIndexEntries)
     app.connect("builder-inited", single_page_handlers)
     app.connect("build-finished", copy_mathjax)
     # MathJax on every page: navigation and titles may contain math on pages that have none in their body.
@@ -386,7 +665,11 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-get-updated", number_per_chapter, priority=900)  # after Sphinx assigns figure numbers
     app.connect("env-merge-info", merge_math_titles)
     app.connect("doctree-resolved", math_in_link_text)
+    app.connect("doctree-resolved", name_other_chapters)
+    app.connect("doctree-resolved", merge_split_outputs)
     app.connect("doctree-resolved", mark_chinese)
+    app.connect("doctree-resolved", mark_cjk_emphasis)
+    app.connect("doctree-resolved", mark_cjk_nowrap)
     app.add_node(cjk_span, html=(_visit_cjk_span, _depart_cjk_span))
     app.add_css_file("book_site.css")
     app.add_js_file("book_site_layout.js")

@@ -138,6 +138,22 @@ def subset_site(site: Path) -> tuple[set[str], str]:
     return chars, unicode_range(chars) if chars else ""
 
 
+# Punctuation that Chinese text shares with English text, in General Punctuation (outside CJK_RANGES): quotation
+# marks, the dash of "——" and the ellipsis of "……". The CJK subset does not hold them, so a Chinese page drew them
+# with the Latin font: narrow quotation marks, a short dash (issue 36, S4). The source font draws them full width
+# (advance 1 em; the em dash 0.89 em). They are served as a second family, PUNCT_FAMILY, which the Chinese text
+# rules put first (tools/book_site.py): Chinese text gets these glyphs, English text keeps its own quotation marks.
+PUNCT = "\u2014\u2018\u2019\u201c\u201d\u2026"  # — ‘ ’ “ ” …
+PUNCT_FAMILY = "Course CJK Punctuation"
+PUNCT_SERVED = Path("_static") / "fonts" / "course-cjk-punct.woff2"
+
+
+def subset_punctuation(site: Path) -> str:
+    """Write the punctuation subset into the site; returns its CSS unicode-range."""
+    subset(set(PUNCT), site / PUNCT_SERVED)
+    return unicode_range(set(PUNCT))
+
+
 def fetch() -> None:
     """Re-create tools/fonts/ from the npm package (needs npm and the registry)."""
     with tempfile.TemporaryDirectory() as tmp:

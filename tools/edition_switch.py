@@ -27,6 +27,7 @@ import gettext
 import html
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -215,8 +216,8 @@ def translate_attributes(app: Sphinx, exception: Exception | None) -> None:
 
 def add_switch(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     buttons = context.get("header_buttons")
-    if buttons is None:
-        return
+    if buttons is None or not getattr(app.config, "edition_switch_button", True):
+        return  # (the Chinese student edition loads this extension for its labels and has no counterpart to open)
     href = "../" * pagename.count("/") + f"{other_root(app)}/{pagename}.html"
     if is_chinese(app):
         labels = site_labels(app)
@@ -273,13 +274,94 @@ def chinese_search_language():
     return BookSearchChinese
 
 
+# ----------------------------------------------------------------------------------------------- Chinese typography
+# (issue 36: S2 exercise labels, S4 theorem titles, and links whose text is Chinese.) Chinese edition only.
+
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+
+
+def _solution_titles_transform():
+    from sphinx.transforms.post_transforms import SphinxPostTransform
+
+    class ChineseSolutionTitles(SphinxPostTransform):
+        """A solution's title in Chinese word order: "习题 3 解答", not "解答 习题 3".
+
+        sphinx-exercise writes the title as the word "Solution to" followed by a link to the exercise ("Exercise 3",
+        and its own title in parentheses); in Chinese the link comes first. Runs after sphinx-exercise resolved the
+        titles (its post-transforms have priorities 20 to 22)."""
+
+        default_priority = 23
+
+        def run(self, **kwargs) -> None:
+            if not is_chinese(self.app):
+                return
+            from docutils import nodes
+            from sphinx_exercise.nodes import solution_node
+
+            for solution in self.document.findall(solution_node):
+                title = solution.children[0] if solution.children else None
+                if not isinstance(title, nodes.title) or len(title.children) != 2:
+                    continue
+                word, link = title.children
+                if not (isinstance(word, nodes.Text) and isinstance(link, nodes.reference) and link.children):
+                    continue
+                first = link.children[0]
+                if isinstance(first, nodes.Text):
+                    link.replace(first, nodes.Text(first.astext().lstrip()))
+                title.children = []
+                title += [link, nodes.Text(" " + word.astext().strip())]
+
+    return ChineseSolutionTitles
+
+
+def tighten_link_spacing(app: Sphinx, doctree, docname: str) -> None:
+    """No half-width space between Chinese text and a link whose text is Chinese.
+
+    Translators keep a space around a role ("见 {ref}`ch-shift-theorem`", "这正是 {ref}`ex-gen-reposition` 的论证"),
+    because the role is written in Latin letters; in the Chinese edition its text is the Chinese title or label
+    ("平移定理", "习题 2"), and Chinese puts no space between Chinese characters. The space stays where either side
+    is Latin, a digit or math."""
+    if not is_chinese(app):
+        return
+    from docutils import nodes
+
+    for link in list(doctree.findall(nodes.reference)):
+        text = link.astext()
+        if not text or not _CJK.match(text[0]) and not _CJK.match(text[-1]):
+            continue
+        parent = link.parent
+        if parent is None:
+            continue
+        index = parent.index(link)
+        before = parent[index - 1] if index > 0 else None
+        after = parent[index + 1] if index + 1 < len(parent) else None
+        if _CJK.match(text[0]) and isinstance(before, nodes.Text) and re.search(rf"{_CJK.pattern} $", before.astext()):
+            parent.replace(before, nodes.Text(before.astext()[:-1]))
+        if _CJK.match(text[-1]) and isinstance(after, nodes.Text) and re.match(rf" {_CJK.pattern}", after.astext()):
+            parent.replace(after, nodes.Text(after.astext()[1:]))
+
+
+# sphinx-proof writes "定理 5 " (its caption, with a trailing space) and then the title; the Chinese edition's title
+# format has full-width parentheses (zh_edition.zh_typography_config), which take no space before them.
+_CAPTION_SPACE = re.compile(r'(<span class="caption-number">[^<]*?)\s+(</span>)\s*(（)')
+
+
+def tighten_theorem_titles(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    if is_chinese(app) and isinstance(context.get("body"), str):
+        context["body"] = _CAPTION_SPACE.sub(r"\1\2\3", context["body"])
+
+
 def setup(app: Sphinx) -> dict:
+    app.add_config_value("edition_switch_button", True, "html")
     app.add_search_language(chinese_search_language())
     app.connect("builder-inited", install_theme_labels)
     app.connect("builder-inited", add_chinese_assets)
     app.connect("html-page-context", add_switch, priority=510)  # after the book theme's buttons (501)
     app.add_js_file(None, body=_FIX_TARGET_JS)
     app.connect("build-finished", translate_attributes)
+    app.add_post_transform(_solution_titles_transform())
+    app.connect("doctree-resolved", tighten_link_spacing)
+    app.connect("html-page-context", tighten_theorem_titles)
     app.connect("build-finished", write_css)
     app.add_css_file("edition_switch.css")
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -6,8 +6,9 @@
 
 * `make serve PORT=p`: the built site answers on 127.0.0.1:p; the server is stopped;
 * `make workbook`: student notebooks are written, with no glue role and no solution left in them;
-* `make lab` and `make lab-student` (LAB_ARGS="--no-browser --port p"): JupyterLab answers; the student one opens the
-  workbook and has nbgrader's extension disabled, the other has it enabled; each server is stopped;
+* `make lab`, `make lab-student` and `make lab-student-zh` (LAB_ARGS="--no-browser --port p"): JupyterLab answers;
+  the student ones open the (Chinese) workbook and have nbgrader's extension disabled, the other has it enabled; each
+  server is stopped;
 * `make nbgrader`: the nbgrader course folder and its configuration are written.
 
 Each server is started in its own process group and stopped by that group's id. tests/test_readme.py checks that
@@ -29,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # The commands this script runs (tests/test_readme.py reads this list).
-COMMANDS = ("make serve", "make workbook", "make lab", "make lab-student", "make nbgrader")
+COMMANDS = ("make serve", "make workbook", "make lab", "make lab-student", "make nbgrader", "make lab-student-zh")
 
 
 def free_port() -> int:
@@ -113,7 +114,8 @@ def main() -> int:
             if marker in prose:
                 problems.append(f"make workbook: {path.relative_to(ROOT)} still contains {marker} in its prose")
 
-    for target, folder, nbgrader_disabled in (("lab", "book", False), ("lab-student", "workbook", True)):
+    labs = (("lab", "book", False), ("lab-student", "workbook", True), ("lab-student-zh", "workbook-zh", True))
+    for target, folder, nbgrader_disabled in labs:
         port = free_port()
         print(f"==> make {target} LAB_ARGS='--no-browser --port {port}'", flush=True)
         args = ["make", target, f"LAB_ARGS=--no-browser --port {port} --ServerApp.token= --ServerApp.password="]

@@ -5,6 +5,9 @@
     python tools/zh_edition.py sources OUT       # write the Chinese sources of the book into OUT (make book-zh)
     python tools/zh_edition.py check-switch      # the language-switch links of both built editions, on disk
     python tools/zh_edition.py charset           # every character the Chinese edition uses (for the CJK font)
+    python tools/zh_edition.py workbook OUT      # the Chinese workbook (make workbook-zh)
+    python tools/zh_edition.py student-sources OUT   # the Chinese student edition's sources (make book-student-zh)
+    python tools/zh_edition.py pdf --site SITE --out PDF   # the Chinese PDF from its single-page build (make pdf-zh)
 
 One source, two languages. The gettext catalogues under ``locale/zh_CN/LC_MESSAGES/`` are the one place the
 translations live: one ``.po`` per document of the TOC (``book/part1/worked_example.po`` for
@@ -112,7 +115,10 @@ SITE_MESSAGES: list[tuple[str, str]] = [
     ("theme", 'On this page'),
     ("theme", 'Skip to main content'),
     ("theme", 'Proof'),
+    ("theme", 'Exercise'),  # sphinx-exercise's zh_CN catalogue says 练习; the book's sections are 习题
     ("theme", "This table is wider than the column: scroll it sideways to see every column."),
+    ("config", "(student edition)"),  # after the book's title in the Chinese student edition
+    ("workbook", "Your answer here."),  # the answer placeholder of the Chinese workbook
     ("switch", "English"),
     ("switch", "Read this page in English"),
     ("errata", "math"),
@@ -129,6 +135,12 @@ SITE_MESSAGES: list[tuple[str, str]] = [
     ("errata", "callout in"),
     ("errata", "withdrawn"),
     ("errata", "no callout"),
+    # what an erratum's source section names in parentheses (errata.yml `section`: "2.3 (code)"), see zh_section
+    ("errata", "code"),
+    ("errata", "code comment"),
+    ("errata", "introduction"),
+    ("errata", "output"),
+    ("errata", "table"),
 ]
 
 # ----------------------------------------------------------------------------------------- text helpers
@@ -271,7 +283,9 @@ def glossary_terms(text: str) -> dict[str, str]:
     terms: dict[str, str] = {}
     for english, chinese in glossary_rows(text):
         en = [t.strip().lower() for t in _drop_parentheses(english).split(",") if t.strip()]
-        cn = [t.split("/")[0].strip() for t in _drop_parentheses(chinese).split(",") if t.strip()]
+        # Chinese punctuation in the Chinese column (、 between terms, ／ between synonyms); the half-width forms
+        # are read too
+        cn = [re.split(r"[/／]", t)[0].strip() for t in re.split(r"[,、，]", _drop_parentheses(chinese)) if t.strip()]
         cn = [t for t in cn if CJK.search(t)]
         if not cn:
             continue  # the sources keep the English name
@@ -283,6 +297,37 @@ def glossary_terms(text: str) -> dict[str, str]:
             raise ValueError(f"glossary row {english!r} | {chinese!r}: {len(en)} English terms for {len(cn)} Chinese")
     return terms
 
+
+
+# ----------------------------------------------------------------------------------------- citations
+
+REFERENCES = ROOT / "references.bib"
+CITE_ROLE = re.compile(r"\{footcite(?::\w+)?\}`([^`]+)`")
+
+
+def chinese_literature(path: Path = REFERENCES) -> set[str]:
+    """Keys of the references written in Chinese (``langid = {chinese}``): 苏剑林's posts, d2l-zh.
+
+    The Chinese edition cites them where they are the primary literature for a Chinese reader, in a message whose
+    English has no such citation (the English edition does not cite them: an English reader cannot read them). A
+    translation may add a citation role whose keys are all of these; every other role must be the English one."""
+    from pybtex.database import parse_file
+
+    return {key for key, entry in parse_file(str(path)).entries.items()
+            if entry.fields.get("langid", "").lower() == "chinese"}
+
+
+def added_chinese_citations(msgid: str, msgstr: str, keys: set[str]) -> list[str]:
+    """The citation roles of ``msgstr`` that are not in ``msgid`` and cite only Chinese-literature ``keys``."""
+    english = CITE_ROLE.findall(msgid)
+    added = []
+    for match in CITE_ROLE.finditer(msgstr):
+        cited = [k.strip() for k in match.group(1).split(",")]
+        if match.group(1) in english:
+            english.remove(match.group(1))
+        elif cited and all(k in keys for k in cited):
+            added.append(match.group(0))
+    return added
 
 
 # ----------------------------------------------------------------------------------------- catalogues
@@ -356,6 +401,7 @@ def document_texts(doc: str, zh: bool) -> list[str]:
         texts = [source(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
         texts += [source_text(o["data"]["text/markdown"]) for c in nb["cells"] if c["cell_type"] == "code"
                   for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})]
+        texts += [text for c in nb["cells"] for _, text in figure_texts(c)]
     if doc == toc_docs()[0]:
         texts += toc_captions(yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8")))
     return texts
@@ -378,6 +424,29 @@ _CALLOUT_REF = re.compile(r"\{ref\}`(?P<title>[^`<]+?) <(?P<label>erratum-[\w-]+
 def _joined(word: str, text: str) -> str:
     """"section 本节概述" in English, "原文小节：本节概述" after a full-width colon."""
     return f"{word}{text}" if word.endswith(("：", ":")) else f"{word} {text}"
+
+
+_SECTION_NOTE = re.compile(r"\s*\(([^()]*)\)\s*")
+
+
+def zh_section(section: str, labels: dict) -> str:
+    """An erratum's source section as a Chinese reader reads it (issue 36, Z3).
+
+    errata.yml's ``section`` is shared by both editions: the source's own heading (Chinese), with what the passage is
+    in English parentheses ("2.3 (code)", "Transformer的排列不变性 (code comment)") and places separated by "; ".
+    Here the English note comes from site.po (context "errata": 代码, 代码注释, ...), parentheses and separators are
+    full-width, and a note that the heading already says ("开头段落 (introduction)") is dropped. A note that is not a
+    site label (a code identifier, a Chinese word of the source) is kept as it is, in full-width parentheses.
+    """
+    def note(match: re.Match) -> str:
+        inner = match.group(1).strip()
+        word = label(labels, "errata", inner)
+        head = match.string[:match.start()]
+        if word != inner and word in head:
+            return ""
+        return f"（{word}）"
+
+    return "；".join(_SECTION_NOTE.sub(note, part.strip()) for part in str(section).split(";"))
 
 
 def zh_errata_markdown(markdown: str, errata: dict[str, dict], titles: dict[str, str], labels: dict) -> str:
@@ -403,11 +472,11 @@ def zh_errata_markdown(markdown: str, errata: dict[str, dict], titles: dict[str,
         withdrawn = entry.get("status") == "withdrawn"
         if withdrawn:
             parts += [f"*{label(labels, 'errata', 'withdrawn')}*",
-                      _joined(label(labels, "errata", "section"), entry["section"]),
+                      _joined(label(labels, "errata", "section"), zh_section(entry["section"], labels)),
                       label(labels, "errata", "no callout")]
         elif entry:
             parts += [label(labels, "errata", entry["category"]), label(labels, "errata", f"{entry['severity']} severity"),
-                      _joined(label(labels, "errata", "section"), entry["section"])]
+                      _joined(label(labels, "errata", "section"), zh_section(entry["section"], labels))]
         if ref:
             title = titles.get(ref["title"], ref["title"])
             parts.append(_joined(label(labels, "errata", "callout in"), f"{{ref}}`{title} <{ref['label']}>`"))
@@ -513,6 +582,12 @@ def needed_messages(pot_dir: Path) -> Extraction:
             kept.append(entry.msgid)
             if not in_chinese:
                 unplaced.append(entry.msgid)
+        # A figure's caption and text alternative live in its code cell's metadata (figure_texts): each is a message.
+        if doc_path(doc).suffix == ".ipynb":
+            for cell in json.loads(doc_path(doc).read_text(encoding="utf-8"))["cells"]:
+                for _, text in figure_texts(cell):
+                    if text not in kept and has_prose(text):
+                        kept.append(text)
         # Sphinx's gettext builder leaves out the cells of a table inside a sphinx-exercise solution: take the cells
         # of every markdown table that it did not extract (the others are in the .pot already).
         for text in english:
@@ -751,8 +826,73 @@ def translate_notebook(nb: dict, translations: dict[str, str]) -> tuple[dict, se
                     text, used = translate_text(source_text(data["text/markdown"]), translations)
                     data["text/markdown"] = text
                     placed |= used
+                chinese_output(output)
+            placed |= translate_figure_texts(cell, translations)
     nb.setdefault("metadata", {})["language"] = LANGUAGE  # informative: the notebook's prose is Chinese
     return nb, placed
+
+
+# ----------------------------------------------------------------------------------------- figures
+# (issue 36; the convention is in /work/coord/README.md, "Changes".) A figure's caption and text alternative are in
+# its code cell's metadata, {"mystnb": {"figure": {"caption": ...}, "image": {"alt": ...}}}, which MyST-NB renders:
+# both are messages of the chapter's catalogue, placed by exact match. Text drawn inside a figure is translated when
+# the cell runs: course_pe.plotting.bilingual_figure stores the Chinese PNG in the output's metadata, and the
+# Chinese notebook shows it instead of the English one (chinese_output; printed verdicts of course_pe.bilingual alike).
+FIGURE_TEXTS = (("figure", "caption"), ("image", "alt"))
+
+
+def figure_texts(cell: dict) -> list[tuple[tuple[str, str], str]]:
+    """The caption and text alternative of a figure cell: [(("figure", "caption"), text), ...]."""
+    if cell.get("cell_type") != "code":
+        return []
+    mystnb = cell.get("metadata", {}).get("mystnb", {})
+    found = []
+    for group, key in FIGURE_TEXTS:
+        value = mystnb.get(group, {}).get(key) if isinstance(mystnb.get(group), dict) else None
+        if isinstance(value, str) and value.strip():
+            found.append(((group, key), value))
+    return found
+
+
+def translate_figure_texts(cell: dict, translations: dict[str, str]) -> set[str]:
+    """Put the translations of a figure cell's caption and text alternative in place; returns the messages used."""
+    used = set()
+    for (group, key), text in figure_texts(cell):
+        if text in translations:
+            cell["metadata"]["mystnb"][group][key] = translations[text]
+            used.add(text)
+    return used
+
+
+def chinese_output(output: dict) -> bool:
+    """Show the Chinese copy an output stores (a figure of course_pe.plotting.bilingual_figure: ``image/png``; a
+    verdict of course_pe.bilingual.verdict: ``text/plain``) in its place; True if there was one. Only a type the
+    output has is replaced; the stored copies are not carried into the Chinese notebook."""
+    stored = (output.get("metadata") or {}).get("course_pe", {})
+    chinese = stored.get(LANGUAGE) if isinstance(stored, dict) else None
+    data = output.get("data", {})
+    if not isinstance(chinese, dict) or not any(kind in data for kind in chinese):
+        return False
+    for kind, value in chinese.items():
+        if kind in data:
+            data[kind] = value
+    del output["metadata"]["course_pe"]
+    return True
+
+
+def zh_typography_config(labels: dict) -> dict:
+    """Configuration of the Chinese edition's citations, exercise labels and theorem titles (issue 36).
+
+    * citations: tools/zh_cite.py's reference style ("Vaswani 等", "苏剑林等"), loaded as a local extension;
+    * exercises: "习题 3" (site.po, context "theme": "Exercise"; sphinx-exercise's own catalogue says 练习), and the
+      solution's title "习题 3 解答" (edition_switch.solution_titles);
+    * theorem titles: full-width parentheses, "定理 5（RoPE 的分数只通过位置之差依赖于位置）".
+    """
+    exercise = label(labels, "theme", "Exercise")
+    config = {"bibtex_foot_reference_style": "foot_zh", "proof_title_format": "（%t）"}
+    if exercise != "Exercise":
+        config["numfig_format"] = {"exercise": f"{exercise} %s"}
+    return config
 
 
 def zh_config(labels: dict) -> dict:
@@ -763,6 +903,8 @@ def zh_config(labels: dict) -> dict:
     config.setdefault("html", {})["use_edit_page_button"] = False
     sphinx = config.setdefault("sphinx", {})
     sphinx.setdefault("local_extensions", {})["edition_switch"] = "tools/"
+    sphinx["local_extensions"]["zh_cite"] = "tools/"  # citations in Chinese sentences ("Vaswani 等")
+    sphinx.setdefault("config", {}).update(zh_typography_config(labels))
     sphinx.setdefault("config", {}).update({
         "language": LANGUAGE,
         "nb_code_prompt_show": label(labels, "config", "Show code cell {type}"),
@@ -833,6 +975,98 @@ def write_sources(out: Path, strict: bool = False) -> list[str]:
     return problems
 
 
+# ----------------------------------------------------------------------------------------- coursework in Chinese
+# (issue 36) The Chinese workbook and the Chinese student edition are the English ones made from the Chinese
+# notebooks: the same code cells, stubs, checks and exercise ids (so the same grader grades them, by the folder
+# that names the chapter, as for the English workbook), with the Chinese prose.
+
+
+def _student_notebooks(src: Path, keep_outputs: bool) -> list[Path]:
+    """Replace every TOC notebook under ``src`` (Chinese sources) by its student version, in place."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT))
+    from course_pe.coursework.workbook import make_student_notebook
+
+    done = []
+    for doc in toc_docs():
+        path = src / f"{doc}.ipynb"
+        if path.is_file():
+            nb = nbformat.read(path, as_version=4)
+            nbformat.write(make_student_notebook(nb, keep_outputs=keep_outputs), path)
+            done.append(path)
+    return done
+
+
+def write_workbook(out: Path, src: Path | None = None) -> list[Path]:
+    """make workbook-zh: the Chinese student notebooks into ``out`` (book/<part>/<chapter>.ipynb, as make workbook).
+
+    The answer placeholder is Chinese ("workbook" label of site.po), in bold: JupyterLab slants emphasis, and Han
+    characters are not slanted."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT))
+    from course_pe.coursework.workbook import ANSWER_PLACEHOLDER
+
+    src = src or BUILD / "workbook_src"  # the Chinese sources it starts from (replaced)
+    write_sources(src)
+    placeholder = label(site_labels(), "workbook", "Your answer here.")
+    written = []
+    for path in _student_notebooks(src, keep_outputs=False):
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = cell.source.replace(ANSWER_PLACEHOLDER, f"**{placeholder}**")
+        target = out / path.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, target)
+        written.append(target)
+        exercises = nb.metadata.get("course_pe", {}).get("exercises", [])
+        print(f"{target}: {len(exercises)} coding exercise(s){': ' + ', '.join(exercises) if exercises else ''}")
+    return written
+
+
+def write_student_sources(out: Path) -> int:
+    """make book-student-zh: the sources of the Chinese student edition (the Chinese book without solutions, its
+    stored outputs kept except those of stubs and checks; no answer placeholders on the pages; no button that opens
+    a notebook of the repository, and no language switch: it has no counterpart to switch to)."""
+    import book_tools
+
+    write_sources(out)
+    _student_notebooks(out, keep_outputs=True)
+    removed = book_tools.student_pages(out)
+    config = yaml.safe_load((out / "_config.yml").read_text(encoding="utf-8"))
+    title = config["title"]
+    config = book_tools.student_config(config)
+    config["title"] = title + label(site_labels(), "config", "(student edition)")
+    config["sphinx"].setdefault("local_extensions", {})["edition_switch"] = "tools/"  # the Chinese labels, no switch
+    config["sphinx"].setdefault("config", {})["edition_switch_button"] = False
+    (out / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return removed
+
+
+# The font the Chinese PDF must draw every CJK character with: the site's served font (tools/cjk_font.py), embedded by
+# Chromium under its PostScript name.
+PDF_CJK_FONT = "NotoSansSC"
+
+
+def write_pdf(site: Path, toc: Path, out: Path) -> int:
+    """make pdf-zh: print the Chinese single-page build as tools/book_pdf.py prints the English one, with the Chinese
+    title, contents heading and part captions, and check the CJK font (book_pdf.cjk_font_problems)."""
+    import book_pdf
+
+    labels = site_labels()
+    edition = book_pdf.Edition(toc=toc, title=label(labels, "config", "Positional Encoding, Corrected"),
+                               author=label(labels, "config", "The Positional Encoding, Corrected authors"),
+                               contents=label(labels, "theme", "Contents"), cjk_font=PDF_CJK_FONT,
+                               running_title=False)
+    root = book_pdf.chapters(toc)[0].docname
+    if not (site / f"{root}.html").is_file():
+        print(f"no single-page build at {site}: run `make pdf-zh` (it builds it first)")
+        return 2
+    return book_pdf.build(site, out, os.environ.get("CHROMIUM", "/usr/bin/chromium"), edition)
+
+
 # ----------------------------------------------------------------------------------------- checks of the builds
 
 
@@ -893,6 +1127,14 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--en", type=Path, default=ROOT / "_build" / "html")
     sw.add_argument("--zh", type=Path, default=ROOT / "_build" / "html-zh")
     sub.add_parser("charset", help="every non-ASCII character the Chinese edition uses")
+    pd = sub.add_parser("pdf", help="the Chinese PDF from the Chinese single-page build (make pdf-zh)")
+    pd.add_argument("--site", type=Path, required=True)
+    pd.add_argument("--toc", type=Path, required=True, help="the Chinese sources' _toc.yml (translated captions)")
+    pd.add_argument("--out", type=Path, required=True)
+    wb = sub.add_parser("workbook", help="the Chinese student notebooks (make workbook-zh)")
+    wb.add_argument("out", type=Path)
+    ss = sub.add_parser("student-sources", help="the sources of the Chinese student edition (make book-student-zh)")
+    ss.add_argument("out", type=Path)
     args = parser.parse_args(argv)
 
     if args.command == "update":
@@ -932,6 +1174,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     elif args.command == "charset":
         print(charset())
+    elif args.command == "pdf":
+        return write_pdf(args.site, args.toc, args.out)
+    elif args.command == "workbook":
+        print(f"==> {len(write_workbook(args.out))} Chinese workbook notebooks in {args.out}")
+    elif args.command == "student-sources":
+        removed = write_student_sources(args.out)
+        print(f"==> sources of the Chinese student edition in {args.out} ({removed} answer placeholders removed)")
     return 0
 
 

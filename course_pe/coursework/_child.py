@@ -18,8 +18,8 @@ Processes, as root at the *full* isolation level::
                                          builds a fresh root file system
                                          (read-only system and Python folders, the grading build of course_pe, a
                                          size-limited /tmp), pivots into it, sets resource limits, drops to its own
-                                         user id with no_new_privs, then runs the set-up, the answer cells and the
-                                         calls the grader asks for.
+                                         user id with no_new_privs, installs the seccomp filter, then runs the
+                                         set-up, the answer cells and the calls the grader asks for.
 
 Killing the child (PID 1 of its namespace) kills every process of the submission; the grader also kills the
 cgroup. At the *limited* level (the grader is not root) there are no namespaces: the child runs as the grader's
@@ -226,6 +226,30 @@ def _make_dirs(path: str) -> None:
     os.makedirs(path, mode=0o755, exist_ok=True)
 
 
+def _restrict_folder(target: str, source: str, entries: list[str]) -> None:
+    """Show in ``target`` (a mount point inside the fresh root) only ``entries`` of the folder ``source``: an empty
+    tmpfs, each entry bound read-only on a placeholder of its kind, then the tmpfs made read-only."""
+    if not os.path.isdir(target):
+        return
+    _mount("tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=0755")
+    for name in entries:
+        if "/" in name or name in (".", ".."):
+            continue
+        origin, place = os.path.join(source, name), os.path.join(target, name)
+        if os.path.islink(origin):
+            os.symlink(os.readlink(origin), place)
+            continue
+        if os.path.isdir(origin):
+            os.mkdir(place)
+        elif os.path.isfile(origin):
+            with open(place, "w"):
+                pass
+        else:
+            continue
+        _bind_readonly(origin, place)
+    _mount(None, target, None, _MS_REMOUNT | _MS_NOSUID | _MS_NODEV | _MS_RDONLY, "size=1m,mode=0755")
+
+
 def _enter_fresh_root(config: dict[str, Any]) -> None:
     """Build the child's root file system on a tmpfs and pivot into it (full isolation; runs as root)."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
@@ -263,6 +287,13 @@ def _enter_fresh_root(config: dict[str, Any]) -> None:
             _make_dirs(new + folder)
             _bind_readonly(folder, new + folder)
             _mount(None, new + parent, None, _MS_REMOUNT | _MS_NOSUID | _MS_NODEV | _MS_RDONLY, "size=16k,mode=0755")
+    # The site-packages folders: only what grading needs (course_pe.coursework.environment), each entry bound on its
+    # own over an empty read-only tmpfs; the others (a virtual environment's base Python, the system's) show nothing.
+    # Last among the Python folders: a bound folder above them (a .venv inside the hidden repository) is in place.
+    for folder, entries in config.get("site", {}).items():
+        _restrict_folder(new + folder, folder, entries)
+    for folder in config.get("site_hidden", []):
+        _restrict_folder(new + folder, folder, [])
     _make_dirs(new + "/grading")
     _bind_readonly(config["build"], new + "/grading")
     _make_dirs(new + "/dev")
@@ -290,6 +321,92 @@ def _enter_fresh_root(config: dict[str, Any]) -> None:
         os.chdir("/")
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount(None, "/", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4m,mode=0755")
+
+
+# ----------------------------------------------------------------------------- the system-call filter (seccomp)
+
+#: per architecture: the audit architecture, the system calls refused with EPERM, clone and clone3. Refused: new
+#: namespaces and entering others (the kernel's least-tested surface for an unprivileged user), mounts of every
+#: kind, keyrings, BPF, userfaultfd, ptrace and reading or writing other processes' memory, perf events, io_uring,
+#: kernel modules, kexec, swap, reboot, accounting, quotas and the kernel log. Numbers from the kernel's unistd
+#: tables (x86_64: arch/x86/entry/syscalls/syscall_64.tbl; aarch64: include/uapi/asm-generic/unistd.h).
+_SECCOMP_TABLES: dict[str, tuple[int, tuple[int, ...], int, int]] = {
+    "x86_64": (0xC000003E, (
+        272, 308,  # unshare, setns
+        165, 166, 155, 428, 429, 430, 431, 432, 433, 442,  # mount, umount2, pivot_root, the new mount API
+        250, 248, 249, 321, 323,  # keyctl, add_key, request_key, bpf, userfaultfd
+        101, 310, 311, 298, 304, 303,  # ptrace, process_vm_readv/writev, perf_event_open, *_by_handle_at
+        425, 426, 427,  # io_uring
+        175, 313, 176, 246, 320, 167, 168, 169, 163, 179, 103,  # modules, kexec, swap, reboot, acct, quotactl, syslog
+    ), 56, 435),
+    "aarch64": (0xC00000B7, (
+        97, 268,
+        40, 39, 41, 428, 429, 430, 431, 432, 433, 442,
+        219, 217, 218, 280, 282,
+        117, 270, 271, 241, 265, 264,
+        425, 426, 427,
+        105, 273, 106, 104, 294, 224, 225, 142, 89, 60, 116,
+    ), 220, 435),
+}
+#: clone flags that create namespaces (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET)
+_CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_EPERM, _ENOSYS = 1, 38
+
+
+def seccomp_available() -> bool:
+    """Whether the sandbox can filter system calls here: Linux with seccomp's ``errno`` action, on an architecture
+    whose system-call numbers :data:`_SECCOMP_TABLES` holds."""
+    if sys.platform != "linux" or os.uname().machine not in _SECCOMP_TABLES:
+        return False
+    try:
+        with open("/proc/sys/kernel/seccomp/actions_avail", encoding="ascii") as fh:
+            return "errno" in fh.read().split()
+    except OSError:
+        return False
+
+
+def seccomp_program() -> list[tuple[int, int, int, int]]:
+    """The classic-BPF filter, as (code, jump if true, jump if false, constant) instructions: a system call of another
+    architecture (a 32-bit call from a 64-bit process) or of the x32 ABI is refused, as are the calls of
+    :data:`_SECCOMP_TABLES` and a ``clone`` that creates a namespace; ``clone3`` answers ENOSYS, so that the C library
+    falls back to ``clone``, whose flags the filter can read; everything else is allowed."""
+    arch, refused, clone, clone3 = _SECCOMP_TABLES[os.uname().machine]
+    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, errno = 0x7FFF0000, 0x00050000
+    body: list[tuple[int, str | int, str | int, int]] = [(load, 0, 0, 4), (jeq, 0, "deny", arch), (load, 0, 0, 0)]
+    if arch == 0xC000003E:
+        body.append((jge, "deny", 0, 0x40000000))  # the x32 ABI: the same numbers with this bit set
+    body += [(jeq, "deny", 0, nr) for nr in refused]
+    body += [(jeq, "enosys", 0, clone3), (jeq, "clone", 0, clone), (ret, 0, 0, allow),
+             (load, 0, 0, 16), (jset, "deny", 0, _CLONE_NAMESPACES), (ret, 0, 0, allow),
+             (ret, 0, 0, errno | _EPERM), (ret, 0, 0, errno | _ENOSYS)]
+    labels = {"clone": len(body) - 5, "deny": len(body) - 2, "enosys": len(body) - 1}
+    program = []
+    for i, (code, jt, jf, k) in enumerate(body):
+        jumps = [labels[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf)]
+        program.append((code, jumps[0], jumps[1], k))
+    return program
+
+
+def install_seccomp() -> None:
+    """Install :func:`seccomp_program` for this process and every process it starts (after ``no_new_privs``, which
+    an unprivileged process needs for it). ``OSError`` if the kernel refuses."""
+    import ctypes
+
+    program = seccomp_program()
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    filters = (SockFilter * len(program))(*[SockFilter(*instruction) for instruction in program])
+    fprog = SockFprog(len(program), ctypes.cast(filters, ctypes.POINTER(SockFilter)))
+    libc = _libc()
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
 
 
 def _set_limits(limits: dict[str, Any], memory_by_cgroup: bool) -> None:
@@ -599,6 +716,8 @@ def _child_main(request: dict[str, Any], fd_in: int, fd_out: int, ready_w: int) 
     shell = InteractiveShell(config=settings, colors="NoColor")
     shell.showtraceback = lambda *a, **k: None
     shell.showsyntaxerror = lambda *a, **k: None
+    if request.get("seccomp"):  # last: nothing of the set-up above needs what the filter refuses
+        install_seccomp()
     os.write(ready_w, json.dumps({"status": "ready"}).encode())
     os.close(ready_w)
     _serve(shell, fd_in, fd_out)
@@ -672,4 +791,7 @@ def _serve(shell: Any, fd_in: int, fd_out: int) -> None:  # pragma: no cover - t
 
 
 if __name__ == "__main__":  # pragma: no cover
+    if sys.argv[1:] == ["--seccomp-probe"]:  # containment(): can this process install the filter? (exit status 0)
+        install_seccomp()
+        os._exit(0 if _libc().unshare(_CLONE_NEWUTS) != 0 else 1)
     zygote_main(json.loads(sys.argv[1]))

@@ -77,10 +77,22 @@ from .._validation import (
     check_str_sequence,
 )
 from ._cells import MAX_ANSWER_CELLS, Selection, select_cells, serialised_parsing
-from .exercises import EXERCISES, GRADING_SETUP, Case, CheckReport, Outcome, chapters, exercises_for_chapter, judge
+from .environment import missing_modules, unavailable_sentence
+from .exercises import (
+    CALL_TIMEOUT,
+    EXERCISES,
+    GRADING_SETUP,
+    Case,
+    CheckReport,
+    Outcome,
+    chapters,
+    exercises_for_chapter,
+    judge,
+    library_sentence,
+)
 from .gradebook import Gradebook
 from .names import derive_name, validate_name
-from .roster import Intake, intake, read_roster
+from .roster import Intake, hard_link_refusal, intake, read_roster
 from .sandbox import (
     Containment,
     Sandbox,
@@ -236,7 +248,9 @@ def _metadata_hint(data: bytes | None) -> str:
 
 
 def _open_regular(path: Path, dir_fd: int | None = None) -> bytes:
-    """The bytes of the regular file ``path``, without following a symbolic link (``ValueError`` with the reason)."""
+    """The bytes of the regular file ``path``, without following a symbolic link and refusing a hard link (another
+    name of the file may be anything on this machine, the book's solution notebook included) (``ValueError`` with
+    the reason). The grader reads the bytes once and grades them, not the file."""
     try:
         info = os.lstat(path, dir_fd=dir_fd)
     except FileNotFoundError:
@@ -247,6 +261,8 @@ def _open_regular(path: Path, dir_fd: int | None = None) -> bytes:
         raise ValueError("the submission is a symbolic link: refused (links are never followed)")
     if not stat.S_ISREG(info.st_mode):
         raise ValueError("this is not a regular file (a folder, a pipe or a device)")
+    if info.st_nlink > 1:
+        raise ValueError(hard_link_refusal(info.st_nlink))
     if info.st_size == 0:
         raise ValueError("the file is empty")
     if info.st_size > MAX_NOTEBOOK_BYTES:
@@ -259,6 +275,8 @@ def _open_regular(path: Path, dir_fd: int | None = None) -> bytes:
         opened = os.fstat(fh.fileno())
         if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
             raise ValueError("the file changed while it was opened")
+        if opened.st_nlink > 1:  # a link made between the look and the opening
+            raise ValueError(hard_link_refusal(opened.st_nlink))
         data = fh.read(MAX_NOTEBOOK_BYTES + 1)
     if len(data) > MAX_NOTEBOOK_BYTES:
         raise ValueError(f"the file has more than the {MAX_NOTEBOOK_BYTES} bytes accepted")
@@ -341,7 +359,9 @@ def _message(report: CheckReport) -> str:
     which = "hidden case" if report.hidden else "case"
     parts = [f"{which} {report.cases_run} of {report.cases_total}: {report.failed_case}"]
     if report.library_called:
-        parts.append(f"called {', '.join(report.library_called)} (not available: implement it yourself)")
+        parts.append(library_sentence(report.library_called))
+    if report.unavailable:
+        parts.append(unavailable_sentence(report.unavailable))
     for key in ("error", "difference", "expected", "got", "mistake", "hint"):
         value = getattr(report, key)
         if value:
@@ -354,7 +374,9 @@ def _description(level: str) -> str:
     """The containment line of the reports for isolation ``level`` (on a machine that allows full isolation, the
     limited level is described as what it is, not as the machine's)."""
     where = containment()
-    return where.description if level == where.level else Containment(level, notes=where.notes).description
+    if level == where.level:
+        return where.description
+    return Containment(level, notes=where.notes, seccomp=where.seccomp).description
 
 
 def _explain(text: str, unresolved: list[str]) -> str:
@@ -460,7 +482,7 @@ def grade_cells(
     notebook: str = "",
     exercises: list[str] | None = None,
     cell_timeout: float = 60.0,
-    call_timeout: float = 60.0,
+    call_timeout: float = CALL_TIMEOUT,
     timeout: float = 300.0,
     seed: int | None = None,
     limits: SandboxLimits | None = None,
@@ -640,6 +662,9 @@ def grade_cells(
     if any("time limit" in why for why in not_graded.values()):
         report.problems.append(f"stopped: the submission ran past the time limit of {timeout:g} s")
     unresolved = selection.unresolved if selection is not None else []
+    # a cell that imports what grading does not have (transformers, ...): every failed exercise says so, in the words
+    # of the notebook's check
+    lacking = sorted({m for error in cell_errors.values() for m in missing_modules(error)})
     for exercise in exercises:
         ex = EXERCISES[exercise]
         visible = sum(1 for c in cases[exercise] if not c.hidden)
@@ -648,11 +673,17 @@ def grade_cells(
         if result is None:
             report.exercises.append(ExerciseGrade(exercise, 0.0, 1.0, "not graded", not_graded[exercise], **counts))
         else:
+            message = _message(result)
+            extra = [m for m in lacking if m not in result.unavailable]
+            if extra and not result.passed:
+                message += "; " + unavailable_sentence(extra)
             report.exercises.append(ExerciseGrade(exercise, result.score, 1.0, "passed" if result.passed else "failed",
-                                                  _clean(_explain(_message(result), unresolved), 2000),
+                                                  _clean(_explain(message, unresolved), 2000),
                                                   failed_hidden=result.hidden and not result.passed, **counts))
     first_lines = {i: (cells[i].strip().splitlines() or [""])[0][:50] for i in cell_errors}
     report.cell_errors = [f"code cell {i} ({first_lines[i]!r}): {_explain(cell_errors[i], unresolved)}"
+                          + (f" ({unavailable_sentence(missing_modules(cell_errors[i]))})"
+                             if missing_modules(cell_errors[i]) else "")
                           for i in sorted(cell_errors)]
     report.seconds = time.monotonic() - start
     return report
@@ -675,7 +706,7 @@ def grade_notebook(
     exercises: list[str] | None = None,
     out: Path | None = None,
     cell_timeout: float = 60.0,
-    call_timeout: float = 60.0,
+    call_timeout: float = CALL_TIMEOUT,
     timeout: float = 300.0,
     seed: int | None = None,
     limits: SandboxLimits | None = None,
@@ -1118,7 +1149,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--isolation", choices=("full", "limited"),
                         help="'limited' allows grading without root (unsafe with hostile submissions)")
     parser.add_argument("--cell-timeout", type=float, default=60, help="seconds per answer cell")
-    parser.add_argument("--call-timeout", type=float, default=60, help="seconds per exercise (its calls only)")
+    parser.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT,
+                        help="seconds per exercise (its calls only)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds for a whole submission (wall clock)")
     parser.add_argument("--seed", type=int, help="seed of the hidden cases (default: a fresh secret per submission)")
     args = parser.parse_args(argv)

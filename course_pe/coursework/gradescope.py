@@ -319,7 +319,7 @@ def _isolation(requested: str | None) -> tuple[str, str]:
     if level == where.level:
         description = where.description
     else:
-        description = Containment(level, notes=where.notes).description
+        description = Containment(level, notes=where.notes, seccomp=where.seccomp).description
     if level == "limited" and not limited_drops_privileges() and os.environ.get("COURSE_PE_AUTOGRADER_UNSAFE") != "1":
         raise GraderFailure(
             "only the limited isolation level is available and the submission would run as the grader's user "

@@ -8,7 +8,9 @@ made for the assignment:
 * the encodings' modules, with the body of every function listed in the exercises' ``library`` replaced by a
   ``RuntimeError`` that names it (signature and docstring kept): the code is not there, so there is nothing to
   unlock;
-* no ``course_pe.coursework`` (the references, the grader, the gradebook); ``cpe.exercises`` is an empty module;
+* no ``course_pe.coursework`` tools (the references, the grader, the gradebook): ``course_pe.coursework`` holds only
+  a stand-in ``exercises`` module whose checks run nothing and say so, so that an answer cell that imports or calls
+  the course's checker, as the workbook teaches, keeps its function (red team N9);
 * compiled once per grader process and assignment, read-only for the sandbox.
 """
 
@@ -108,24 +110,62 @@ def _transform(source: str, module: str, removed: list[str]) -> tuple[str, set[s
     return "\n".join(lines), done
 
 
-def _init_source(source: str) -> str:
-    """``course_pe/__init__.py`` without the coursework tools: ``exercises`` becomes an empty module."""
-    tree = parse(source)
-    lines = source.split("\n")
-    for node in sorted(tree.body, key=lambda n: -n.lineno):
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and (node.module or "").split(".")[0] == "coursework":
-            names = [a.asname or a.name for a in node.names]
-            replacement = [f"{name} = __import__('types').ModuleType('course_pe.{name}', 'not available while a "
-                           "submission is graded')" for name in names]
-            lines[node.lineno - 1 : node.end_lineno] = replacement + [""] * (node.end_lineno - node.lineno)
-    return "\n".join(lines)
+_STAND_IN = '''"""Stand-in for ``course_pe.coursework.exercises`` while a submission is graded.
+
+The checks do not run here: the grader runs its own cases, visible and hidden, outside this process, and judges the
+answers there. Calling a check returns a report that says so; nothing else of the real module (cases, references,
+the grader) is in this copy of course_pe.
+"""
+
+__all__ = {names!r}
+
+
+class CheckReport:
+    """What a check returns while your work is graded: nothing was checked here."""
+
+    passed = False
+    score = 0.0
+
+    def __init__(self, exercise):
+        self.exercise = str(exercise)
+
+    def __str__(self):
+        return (f"[{{self.exercise}}] not checked here: while your work is graded, the grader runs its own cases and "
+                "judges your function outside this process")
+
+    __repr__ = __str__
+
+
+def check(exercise_id, fn=None, *, hidden=False, seed=None):
+    return CheckReport(exercise_id)
+
+
+def _stand_in(exercise_id):
+    def check_fn(fn=None):
+        return CheckReport(exercise_id)
+
+    check_fn.__name__ = check_fn.__qualname__ = "check_" + exercise_id
+    return check_fn
+
+
+{checks}
+'''
+
+
+def _stand_in_source() -> str:
+    """The source of the grading build's ``course_pe/coursework/exercises.py`` (see :data:`_STAND_IN`)."""
+    from .exercises import EXERCISES
+
+    ids = sorted(EXERCISES)
+    checks = "\n".join(f"check_{i} = _stand_in({i!r})" for i in ids)
+    return _STAND_IN.format(names=["CheckReport", "check", *[f"check_{i}" for i in ids]], checks=checks)
 
 
 def grading_build(unavailable: list[str] | tuple[str, ...]) -> Path:
     """A folder holding a ``course_pe`` package without the functions ``unavailable`` (dotted names such as
-    ``course_pe.t5.t5_relative_position_bucket`` or ``course_pe.t5.T5RelativeBias.forward``) and without
-    ``course_pe.coursework``; built once per grader process for each set of names. ``ValueError`` if a name does
-    not exist (the exercise registry and the library disagree)."""
+    ``course_pe.t5.t5_relative_position_bucket`` or ``course_pe.t5.T5RelativeBias.forward``) and without the
+    coursework tools (a stand-in ``course_pe.coursework.exercises`` only); built once per grader process for each set
+    of names. ``ValueError`` if a name does not exist (the exercise registry and the library disagree)."""
     from .._validation import check_str_sequence
 
     if not isinstance(unavailable, (list, tuple)):
@@ -145,11 +185,14 @@ def grading_build(unavailable: list[str] | tuple[str, ...]) -> Path:
             shutil.rmtree(target)
         package.mkdir(parents=True)
         done: set[str] = set()
+        stand_in = package / "coursework"
+        stand_in.mkdir()
+        (stand_in / "__init__.py").write_text('"""Only a stand-in of the course\'s exercise checks exists while a '
+                                              'submission is graded."""\n', encoding="utf-8")
+        (stand_in / "exercises.py").write_text(_stand_in_source(), encoding="utf-8")
         for path in files:
             module = "course_pe" if path.name == "__init__.py" else f"course_pe.{path.stem}"
             source = path.read_text(encoding="utf-8")
-            if path.name == "__init__.py":
-                source = _init_source(source)
             mine = [n for n in names if module != "course_pe" and ".".join(n.split(".")[:2]) == module]
             if mine:
                 source, stubbed = _transform(source, module, mine)

@@ -5,8 +5,8 @@ identity. :func:`intake` looks at every entry of the folder once, without follow
 the grader will do with it:
 
 * ``grade``: a notebook (``.ipynb``, any case of the suffix) that belongs to one student;
-* ``refused``: it belongs to a student but is a symbolic link or not a regular file (never followed or opened): the
-  student gets rows with 0 and the reason;
+* ``refused``: it belongs to a student but is a symbolic link, a hard link or not a regular file (never followed or
+  opened): the student gets rows with 0 and the reason;
 * ``unknown`` (not on the roster), ``duplicate`` (two files claim one student), ``not UTF-8`` (the file name),
   ``invalid name`` (no student name can be derived from it), ``ignored`` (not a notebook): not graded, no rows;
 * ``missing``: a roster student with no file (no rows: an earlier grade is kept).
@@ -45,6 +45,13 @@ ID_COLUMNS = ("student_id", "sis_login_id", "login_id", "username", "email", "em
 FILE_COLUMNS = ("file", "filename", "submission")
 NAME_COLUMNS = ("name", "full_name", "student_name")
 MAX_ROSTER_BYTES = 10 * 2**20
+def hard_link_refusal(names: int) -> str:
+    """Why a submission that is a hard link (a file with ``names`` names) is refused: another name of the same file
+    may be anything on the machine, the book's solution notebook included (red team N17)."""
+    return (f"the submission is a hard link (the same file has {names} names, one of them elsewhere on this machine): "
+            "refused, as links are; if you made the folder with cp -l or rsync --link-dest, copy the files instead")
+
+
 INTAKE_STATUSES = ("grade", "refused", "unknown", "duplicate", "not UTF-8", "invalid name", "ignored", "missing")
 
 
@@ -213,6 +220,8 @@ def intake(folder: Path, roster: list[RosterEntry] | None = None) -> list[Intake
                 refusal = "the submission is a symbolic link: refused (links are never followed)"
             elif not stat.S_ISREG(info.st_mode):
                 refusal = "the submission is not a regular file (a folder, a pipe or a device): refused"
+            elif info.st_nlink > 1:
+                refusal = hard_link_refusal(info.st_nlink)
             candidates.append((raw, text, stem, refusal))
     finally:
         os.close(dir_fd)

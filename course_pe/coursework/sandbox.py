@@ -13,9 +13,10 @@ reaped the child. If the grader dies, the zygote dies
 the submission does can clear that signal).
 
 **What the child sees** (the *full* isolation level: the grader is root and namespaces work). A root file system
-built for it on a tmpfs: the system folders (``/usr``, ``/etc``, ``/lib*``, ``/bin``) and the Python installation
-and its site-packages, bound read-only; ``/grading``, a copy of ``course_pe`` built for the assignment without the
-functions being graded and without the coursework tools (``course_pe.coursework.grading_build``); a private
+built for it on a tmpfs: the system folders (``/usr``, ``/etc``, ``/lib*``, ``/bin``) and the Python installation,
+bound read-only, its site-packages showing only what grading needs (``course_pe.coursework.environment``: no
+``transformers``, nothing that ships the answers); ``/grading``, a copy of ``course_pe`` built for the assignment
+without the functions being graded and without the coursework tools (``course_pe.coursework.grading_build``); a private
 ``/proc``; a few device nodes; and ``/tmp``, the only writable place, a tmpfs of ``tmp_bytes`` (the disk quota; also
 ``/dev/shm``). The repository, the book, the gradebook, the submissions, ``/run``, ``/var``, ``/home`` and
 everything else do not exist there, so nothing written survives grading. No network (an empty network namespace),
@@ -23,8 +24,10 @@ its own user id (one per sandbox, so sandboxes cannot signal each other), ``no_n
 
 **Limits.** Memory and the number of processes of the whole tree by cgroup (``memory_bytes``, ``processes``) where
 the machine offers one (cgroup v2, or v1 controllers on a hybrid machine); otherwise an address-space limit per
-process and a process limit per user id. CPU seconds, file size and open files per process. Every read and write on
-the channel has a deadline and a size cap.
+process and a process limit per user id. A cpu cgroup gives each sandbox the same weight as its neighbours and at
+most one core. CPU seconds, file size and open files per process. A seccomp filter (``_child.seccomp_program``),
+where the kernel offers one, refuses new namespaces, mounts, keyrings, BPF, userfaultfd, ptrace and io_uring, at
+both levels. Every read and write on the channel has a deadline and a size cap.
 
 **The channel is hostile.** Student code runs in the process that answers the grader, so it can write anything to
 the channel or stop reading it. Every request carries an id that the reply must repeat; a reply that is not a frame
@@ -33,9 +36,10 @@ Answers are arrays of numbers in ``.npy`` form, read without pickle after their 
 their size.
 
 **The limited level** (the grader is not root, or namespaces do not work): the child runs as the grader's user in a
-fresh temporary folder with the same environment and per-process limits. It can read what that user can read (the
-book included) and may leave processes behind; the grader refuses this level unless asked for it explicitly. When the
-grader is root but namespaces do not work (a container without the capability, such as Gradescope's), and Python and
+fresh temporary folder with the same environment and per-process limits, and a ``sys.path`` that holds links to the
+packages grading needs only (the same modules as the full level, so the same verdicts; not a wall: the files stay
+readable). It can read what that user can read (the book included) and may leave processes behind; the grader
+refuses this level unless asked for it explicitly. When the grader is root but namespaces do not work (a container without the capability, such as Gradescope's), and Python and
 its packages are readable by every user, the child still drops to a user id of its own with ``no_new_privs`` and a
 process limit (:func:`limited_drops_privileges`): it can read only what every user may read, cannot write the
 grader's files or signal the grader, and every process it leaves is killed by that user id.
@@ -65,6 +69,7 @@ from typing import Any
 import numpy as np
 
 from . import _child
+from .environment import allowed_entries, missing_modules, other_site_folders, site_folders
 from ._cells import PARSE_LOCK
 from .grading_build import grading_build, package_folder, remove_work_root, repository_root, work_root
 
@@ -121,8 +126,9 @@ class Containment:
 
     ``level``: ``"full"`` (root, namespaces, fresh root file system) or ``"limited"``. The cgroup fields name the
     folders under which a cgroup per submission is created: ``kill_group`` (cgroup v2, for ``cgroup.kill``),
-    ``memory_group`` and ``pids_group`` with ``memory_version``/``pids_version`` 1 or 2; None where unavailable.
-    ``notes``: why something is unavailable.
+    ``memory_group``, ``pids_group`` and ``cpu_group`` with ``memory_version``/``pids_version``/``cpu_version`` 1 or
+    2; None where unavailable. ``seccomp``: the kernel filters system calls (seccomp with the ``errno`` action) on an
+    architecture whose system call numbers the sandbox knows. ``notes``: why something is unavailable.
     """
 
     level: str
@@ -132,16 +138,20 @@ class Containment:
     pids_group: str | None = None
     pids_version: int = 0
     notes: tuple[str, ...] = ()
+    cpu_group: str | None = None
+    cpu_version: int = 0
+    seccomp: bool = False
 
     def __post_init__(self) -> None:
-        from .._validation import check_choice, check_int, check_optional_str, check_str_sequence
+        from .._validation import check_bool, check_choice, check_int, check_optional_str, check_str_sequence
 
         check_choice("level", self.level, ("full", "limited"))
-        for name in ("kill_group", "memory_group", "pids_group"):
+        for name in ("kill_group", "memory_group", "pids_group", "cpu_group"):
             check_optional_str(name, getattr(self, name))
-        for name in ("memory_version", "pids_version"):
+        for name in ("memory_version", "pids_version", "cpu_version"):
             check_int(name, getattr(self, name), minimum=0, maximum=2)
         check_str_sequence("notes", self.notes, kind=tuple)
+        check_bool("seccomp", self.seccomp)
 
     @property
     def description(self) -> str:
@@ -161,6 +171,10 @@ class Containment:
                      "memory by per-process address space (no memory cgroup)")
         parts.append(f"processes by cgroup v{self.pids_version}" if full and self.pids_group else
                      "processes by per-user limit (no pids cgroup)")
+        parts.append(f"CPU by cgroup v{self.cpu_version} (an equal share, at most one core)" if full and self.cpu_group
+                     else "CPU shared by the kernel's scheduler (no cpu cgroup)")
+        parts.append("system calls filtered by seccomp (no namespaces, mounts, keyrings, BPF, ptrace, io_uring)"
+                     if self.seccomp else "no seccomp filter (not available here)")
         if full and self.kill_group:
             parts.append("tree killed by cgroup.kill")
         elif full:
@@ -239,6 +253,19 @@ def _clean_stale(base: str) -> None:
                 pass
 
 
+def _seccomp_works() -> bool:
+    """Whether a process started as the sandbox's are can install the sandbox's seccomp filter, and the filter then
+    refuses what it should (a probe process installs it and tries ``unshare``)."""
+    if not _child.seccomp_available():
+        return False
+    try:
+        probe = subprocess.run([sys.executable, "-I", "-S", str(_CHILD_SCRIPT), "--seccomp-probe"],
+                               capture_output=True, timeout=60, env=_sandbox_env(), cwd="/")
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0
+
+
 @lru_cache(maxsize=1)
 def containment() -> Containment:
     """Find out once what this machine allows: the isolation level and the cgroups (see :class:`Containment`)."""
@@ -259,13 +286,16 @@ def containment() -> Containment:
                 notes.append("namespaces are not available: " + probe.stderr.decode("utf-8", "replace")[-200:])
         except (OSError, subprocess.SubprocessError) as exc:
             notes.append(f"unshare failed: {exc}")
+    seccomp = _seccomp_works()
+    if not seccomp:
+        notes.append("no seccomp filter (the kernel, the container or this architecture does not allow one)")
     if os.name != "posix" or os.geteuid() != 0:
-        return Containment(level, notes=tuple(notes + ["no cgroups (they need root)"]))
+        return Containment(level, notes=tuple(notes + ["no cgroups (they need root)"]), seccomp=seccomp)
     mounts = _mountinfo()
     own = _own_cgroups()
     name = "course_pe_grading"
-    kill_group = memory_group = pids_group = None
-    memory_version = pids_version = 0
+    kill_group = memory_group = pids_group = cpu_group = None
+    memory_version = pids_version = cpu_version = 0
     v2_points = [point for point, fstype, _ in mounts if fstype == "cgroup2"]
     for point in v2_points[:1]:
         own_path = own.get("", "/")
@@ -277,7 +307,7 @@ def containment() -> Containment:
             try:
                 with open(os.path.join(os.path.dirname(base), "cgroup.subtree_control")) as fh:
                     available = set(fh.read().split())
-                wanted = [c for c in ("memory", "pids") if c in available]
+                wanted = [c for c in ("memory", "pids", "cpu") if c in available]
                 if wanted:
                     _write(os.path.join(base, "cgroup.subtree_control"), " ".join("+" + c for c in wanted))
             except OSError as exc:
@@ -286,26 +316,34 @@ def containment() -> Containment:
                 memory_group, memory_version = base, 2
             if _try_group(base, ("pids.max",)):
                 pids_group, pids_version = base, 2
+            if _try_group(base, ("cpu.weight", "cpu.max")):
+                cpu_group, cpu_version = base, 2
             break
     v1 = {}
     for point, fstype, options in mounts:
         if fstype == "cgroup":
             for controller in options.split(","):
                 v1.setdefault(controller, point)
-    for controller, limit_file in (("memory", "memory.limit_in_bytes"), ("pids", "pids.max")):
-        if controller in v1 and not (memory_group if controller == "memory" else pids_group):
+    for controller, limit_files in (("memory", ("memory.limit_in_bytes",)), ("pids", ("pids.max",)),
+                                    ("cpu", ("cpu.shares", "cpu.cfs_quota_us", "cpu.cfs_period_us"))):
+        if controller in v1 and not {"memory": memory_group, "pids": pids_group, "cpu": cpu_group}[controller]:
             own_path = next((p for c, p in own.items() if controller in c.split(",")), "/")
             base = os.path.join(v1[controller], own_path.lstrip("/"), name)
-            if _try_group(base, (limit_file, "cgroup.procs")):
+            if _try_group(base, (*limit_files, "cgroup.procs")):
                 if controller == "memory":
                     memory_group, memory_version = base, 1
-                else:
+                elif controller == "pids":
                     pids_group, pids_version = base, 1
+                else:
+                    cpu_group, cpu_version = base, 1
     if not kill_group:
         notes.append("no cgroup v2 with cgroup.kill")
-    for base in {kill_group, memory_group, pids_group} - {None}:
+    if not cpu_group:
+        notes.append("no cpu cgroup (CPU shares come from the kernel's scheduler)")
+    for base in {kill_group, memory_group, pids_group, cpu_group} - {None}:
         _clean_stale(base)
-    return Containment(level, kill_group, memory_group, memory_version, pids_group, pids_version, tuple(notes))
+    return Containment(level, kill_group, memory_group, memory_version, pids_group, pids_version, tuple(notes),
+                       cpu_group, cpu_version, seccomp)
 
 
 def _readable_by_everyone(path: str) -> bool:
@@ -336,6 +374,10 @@ def isolation_level() -> str:
     return containment().level
 
 
+#: the period of a sandbox's CPU quota (microseconds): one period of CPU time per period, one core
+_CPU_PERIOD_US = 100_000
+
+
 class _Cgroups:
     """The cgroups of one submission: created with their limits, joined by its child, killed, removed."""
 
@@ -345,7 +387,8 @@ class _Cgroups:
         self.where = where
         name = f"{os.getpid()}-{next(self._serial)}"
         self.folders: dict[str, str] = {}
-        for role, base in (("kill", where.kill_group), ("memory", where.memory_group), ("pids", where.pids_group)):
+        for role, base in (("kill", where.kill_group), ("memory", where.memory_group), ("pids", where.pids_group),
+                           ("cpu", where.cpu_group)):
             if base and base not in self.folders.values():
                 folder = os.path.join(base, name)
                 os.mkdir(folder)
@@ -366,6 +409,15 @@ class _Cgroups:
         pids = self.folders.get("pids")
         if pids:
             _write(os.path.join(pids, "pids.max"), str(limits.processes))
+        cpu = self.folders.get("cpu")
+        if cpu:  # every sandbox the same weight against its neighbours, and never more than one core
+            if where.cpu_version == 2:
+                _write(os.path.join(cpu, "cpu.weight"), "100")
+                _write(os.path.join(cpu, "cpu.max"), f"{_CPU_PERIOD_US} {_CPU_PERIOD_US}")
+            else:
+                _write(os.path.join(cpu, "cpu.shares"), "1024")
+                _write(os.path.join(cpu, "cpu.cfs_period_us"), str(_CPU_PERIOD_US))
+                _write(os.path.join(cpu, "cpu.cfs_quota_us"), str(_CPU_PERIOD_US))
 
     @property
     def procs_files(self) -> list[str]:
@@ -465,6 +517,71 @@ def _python_folders() -> list[str]:
 _SYSTEM_FOLDERS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
+def _hidden_site_folders() -> list[str]:
+    """Site-packages folders a graded submission sees empty: the base installation's (for a virtual environment) and
+    the system's Pythons' (``/usr/lib/python3*/…``, ``/usr/local/lib/python3*/…``), other than this Python's."""
+    import glob
+
+    own = set(site_folders())
+    found = list(other_site_folders())
+    for pattern in ("/usr/lib/python3*/*-packages", "/usr/local/lib/python3*/*-packages"):
+        found += [os.path.realpath(f) for f in sorted(glob.glob(pattern)) if os.path.isdir(f)]
+    return [f for f in dict.fromkeys(found) if f not in own]
+
+
+def _start_owned(args: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(args, **popen)`` started from a thread of its own that lives exactly as long as the process.
+
+    The template process asks the kernel for SIGKILL when its parent dies (``PR_SET_PDEATHSIG``), and for the kernel
+    the parent is the *thread* that forked it, not the grader process: a template started by a worker thread (a test's
+    thread, nbgrader's, a restart inside a batch's worker) was killed when that thread finished, and with it every
+    sandbox it had forked, a neighbour's included (the neighbours flake of issue 34). The owner thread below forks the
+    template, then waits for it, so the template dies with the grader and with nothing else."""
+    started: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def own() -> None:
+        try:
+            proc = started["proc"] = subprocess.Popen(args, **popen)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            started["error"] = exc
+            ready.set()
+            return
+        ready.set()
+        try:
+            proc.wait()  # the parent-death signal must not fire before the template itself has exited
+        except Exception:  # noqa: BLE001 - nothing to report to: the caller sees the process die
+            pass
+
+    owner = threading.Thread(target=own, name="course_pe-sandbox-template", daemon=True)
+    owner.start()
+    ready.wait()
+    if "error" in started:
+        raise started["error"]
+    return started["proc"]
+
+
+def _linked_site() -> Path:
+    """A folder of this grader's work root holding a symbolic link to each site-packages entry grading needs
+    (:func:`course_pe.coursework.environment.allowed_entries`; the first folder wins a name), readable by every
+    user: the limited level's only site-packages folder."""
+    folder = work_root() / "site"
+    if folder.is_dir():
+        return folder
+    partial = Path(tempfile.mkdtemp(prefix="site-", dir=work_root()))
+    for source in site_folders():
+        for entry in allowed_entries(source):
+            link = partial / entry
+            if not os.path.lexists(link):
+                os.symlink(os.path.join(source, entry), link)
+    os.chmod(partial, 0o755)
+    try:
+        os.rename(partial, folder)
+    except OSError:  # another thread made it first
+        shutil.rmtree(partial, ignore_errors=True)
+    return folder
+
+
 class _Zygote:
     """The template process (see the module docstring); one per grader process and isolation level."""
 
@@ -479,15 +596,19 @@ class _Zygote:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float) -> None:
-        import site
-
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        config = {"control": theirs.fileno(), "grader_pid": os.getpid(), "site": site.getsitepackages()}
-        self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(_CHILD_SCRIPT), json.dumps(config)],
+        # the full level shows the real site-packages folders, restricted by mounts in each sandbox; the limited level
+        # has no mounts: its sys.path holds a folder of links to what grading needs instead (the same modules, so that
+        # both levels give the same verdicts; at this level that is a convenience, not a wall)
+        site = site_folders() if self.level == "full" else [str(_linked_site())]
+        config = {"control": theirs.fileno(), "grader_pid": os.getpid(), "site": site}
+        try:
+            self.proc = _start_owned([sys.executable, "-I", "-S", str(_CHILD_SCRIPT), json.dumps(config)],
                                      pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=self.stderr, cwd="/",
                                      env=_sandbox_env(), start_new_session=True)
-        theirs.close()
+        finally:
+            theirs.close()
         self.sock = ours
         ours.settimeout(timeout)
         try:
@@ -706,7 +827,7 @@ class Sandbox:
         """The containment of this sandbox, for reports."""
         if self.isolation == self.where.level:
             return self.where.description
-        return Containment(self.isolation, notes=self.where.notes).description
+        return Containment(self.isolation, notes=self.where.notes, seccomp=self.where.seccomp).description
 
     # -- life cycle
 
@@ -721,6 +842,7 @@ class Sandbox:
         request: dict[str, Any] = {
             "level": self.isolation, "limits": self.limits.__dict__, "env": _sandbox_env(), "build": str(build),
             "memory_by_cgroup": memory_by_cgroup, "cgroups": [], "must_be_absent": [],
+            "seccomp": self.where.seccomp,
         }
         if self.isolation == "full":
             package = package_folder()
@@ -734,6 +856,8 @@ class Sandbox:
             request.update({
                 "root_mount": str(work_root() / "root"), "uid": _new_uid(), "tmp_bytes": self.limits.tmp_bytes,
                 "system": [f for f in _SYSTEM_FOLDERS if os.path.lexists(f)], "python": _python_folders(),
+                "site": {folder: list(allowed_entries(folder)) for folder in site_folders()},
+                "site_hidden": _hidden_site_folders(),
                 "hide": sorted(set(hide), key=len),
                 # what the submission must not see (a bare folder may remain where a kept one lies inside it)
                 "must_be_absent": [str(package / "__init__.py"), str(package / "coursework" / "exercises.py"),
@@ -753,7 +877,8 @@ class Sandbox:
                 self._uid = request["uid"] = _new_uid()
                 request["python"] = _python_folders()  # checked to be readable by that user id
                 os.chmod(work_root(), 0o711)
-        if self.isolation == "full" and (self.where.memory_group or self.where.pids_group or self.where.kill_group):
+        if self.isolation == "full" and (self.where.memory_group or self.where.pids_group or self.where.kill_group
+                                         or self.where.cpu_group):
             self._cgroups = _Cgroups(self.where, self.limits)
             request["cgroups"] = self._cgroups.procs_files
         req_r, req_w = os.pipe()
@@ -1006,6 +1131,7 @@ class Sandbox:
                                "answer_bytes": self.limits.answer_bytes}, arrays, deadline)
         status, error = reply["status"], reply.get("error")
         called = _child_library_calls(error)
+        lacking = tuple(missing_modules(error))
         if status == "ok":
             data = self._read_frame(deadline, self.limits.answer_bytes + 4096)
             try:
@@ -1018,7 +1144,7 @@ class Sandbox:
             return Outcome("missing", error=f"no function named `{function}` is defined (grading runs the cells that "
                                             "define the exercise's functions: was its cell deleted, renamed, or did "
                                             "it fail?)")
-        return Outcome(status, error=_clean(error or "")[:500] or None, library_called=called)
+        return Outcome(status, error=_clean(error or "")[:500] or None, library_called=called, unavailable=lacking)
 
 
 def _child_library_calls(error: str | None) -> tuple[str, ...]:

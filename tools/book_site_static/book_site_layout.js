@@ -98,16 +98,44 @@
 
   window.peLayout = layout;
 
+  // Scale a box's content down until it fits the box. Text does not scale exactly (glyphs are hinted at each size:
+  // a table zoomed to 0.374 came out 7 px too wide), so the zoom is measured again and tightened.
+  function zoomToFit(box) {
+    box.style.zoom = "";
+    if (box.scrollWidth <= box.clientWidth + 1) { return false; }
+    var zoom = 1;
+    for (var i = 0; i < 6 && box.scrollWidth > box.clientWidth + 1; i++) {
+      zoom = Math.floor(zoom * box.clientWidth / box.scrollWidth * 1000) / 1000 - (i ? 0.002 : 0);
+      box.style.zoom = String(zoom);
+    }
+    return true;
+  }
+
+  // Printed text output (a table printed by the code, a long line) keeps its lines when it is at most
+  // PRINT_PRE_MIN too wide: scaled down, its columns stay aligned. Wider output wraps (book_site.css, @media print).
+  var PRINT_PRE_MIN = 0.62;
+
+  function fitPreForPrint(pre) {
+    pre.style.zoom = "";
+    pre.style.whiteSpace = "pre";
+    var ratio = pre.clientWidth / pre.scrollWidth;
+    if (ratio >= 1) { pre.style.whiteSpace = ""; return false; }
+    if (ratio < PRINT_PRE_MIN) { pre.style.whiteSpace = ""; return false; }
+    pre.style.overflowX = "hidden";  // measured with its own width: a zoomed pre keeps the column's width
+    if (zoomToFit(pre) && pre.scrollWidth <= pre.clientWidth + 1) { return true; }
+    pre.style.zoom = pre.style.whiteSpace = pre.style.overflowX = "";  // did not fit after all: wrap
+    return false;
+  }
+
   window.peFitForPrint = function () {
     var scaled = 0;
+    document.querySelectorAll(".bd-article div.cell_output pre, .bd-article div.output pre").forEach(function (pre) {
+      if (fitPreForPrint(pre)) { scaled += 1; }
+    });
     document.querySelectorAll(".bd-article .pst-scrollable-table-container, .bd-article div.math, " +
                               ".bd-article div.output.text_html, .bd-article mjx-container.pe-wide-inline")
       .forEach(function (box) {
-        box.style.zoom = "";
-        if (box.scrollWidth > box.clientWidth + 1) {
-          box.style.zoom = String(Math.floor(box.clientWidth / box.scrollWidth * 1000) / 1000);
-          scaled += 1;
-        }
+        if (zoomToFit(box)) { scaled += 1; }
       });
     return scaled;
   };
@@ -127,7 +155,49 @@
     })();
   }
 
+  // The language switch opens the same page of the other edition. After `make book` alone that edition is not
+  // built and the link was a 404: check first (served pages only; a page opened from disk cannot ask) and say what
+  // to run instead of leaving.
+  var SWITCH_MISSING = {
+    en: "The Chinese edition is not built here. Run `make book-zh`, then `make serve`, to read both editions.",
+    zh: "此处尚未构建英文版。请先运行 `make book`，再运行 `make serve`。"
+  };
+
+  function switchMissing(link) {
+    var note = document.getElementById("pe-switch-missing") || document.createElement("p");
+    note.id = "pe-switch-missing";
+    note.setAttribute("role", "status");
+    note.textContent = SWITCH_MISSING[(document.documentElement.lang || "en").slice(0, 2)] || SWITCH_MISSING.en;
+    note.style.cssText = "position: fixed; top: 0.5rem; right: 0.5rem; z-index: 2000; max-width: 24rem; margin: 0; " +
+      "padding: 0.6rem 0.8rem; border-radius: 0.3rem; background: var(--pst-color-surface, #f3f4f5); " +
+      "color: var(--pst-color-text-base, #222); box-shadow: 0 2px 8px rgba(0, 0, 0, 0.3); font-size: 0.9rem;";
+    document.body.appendChild(note);
+    window.setTimeout(function () { note.remove(); }, 9000);
+  }
+
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest ? event.target.closest("a.edition-switch") : null;
+    if (!link || !/^https?:$/.test(window.location.protocol) || !window.fetch) { return; }
+    event.preventDefault();
+    fetch(link.href, {method: "HEAD"}).then(function (response) {
+      if (response.ok) { window.location.href = link.href; } else { switchMissing(link); }
+    }, function () { window.location.href = link.href; });
+  });
+
+  // Every figure of a chapter opens at full size when tapped or clicked (its labels are tiny on a phone).
+  function linkFigures() {
+    document.querySelectorAll(".bd-article figure img, .bd-article div.cell_output img").forEach(function (img) {
+      if (img.closest("a") || !img.getAttribute("src") || /^data:/.test(img.getAttribute("src"))) { return; }
+      var link = document.createElement("a");
+      link.className = "pe-figure-link";
+      link.href = img.getAttribute("src");
+      img.parentNode.insertBefore(link, img);
+      link.appendChild(img);
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    linkFigures();
     layout();
     whenMathJaxDone(function () {
       var fonts = document.fonts ? document.fonts.ready : Promise.resolve();

@@ -29,6 +29,7 @@
       .replace(/\\[()[\]]/g, "")
       .replace(/\\(?:begin|end)\{[^{}]*\}/g, " ")
       .replace(/\\(?:text|textrm|mathrm|mathbf|mathit|mathcal|mathbb|operatorname|boldsymbol|bm)\s*\{([^{}]*)\}/g, "$1")
+      .replace(/\\([_{}%#&$])/g, "$1")  // escaped characters: head\_dim is head_dim
       .replace(/\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|displaystyle|tag\{[^}]*\}|label\{[^}]*\}|nonumber)/g, "")
       .replace(/\\([A-Za-z]+)/g, function (match, name) { return SYMBOLS.hasOwnProperty(name) ? SYMBOLS[name] : ""; })
       .replace(/\\[,;:!> ]/g, " ")
@@ -51,6 +52,13 @@
         var text = texToText(element.textContent);
         element.replaceWith(doc.createTextNode(element.tagName === "DIV" ? " " + text + " " : text));
       });
+      // An anchor that is an empty marker (a second label of a callout: <span id="erratum-e001-10"></span>) has no
+      // text; Sphinx then shows no excerpt and throws. Use the element that holds the marker.
+      var target = anchor ? doc.querySelector('[role="main"] ' + anchor) : null;
+      if (target && !target.textContent.trim() && target.parentElement) {
+        target.parentElement.setAttribute("data-pe-anchor", "");
+        anchor = "[data-pe-anchor]";
+      }
       return original("<!DOCTYPE html>" + doc.documentElement.outerHTML, anchor);
     };
     wrapped.peWrapped = true;
