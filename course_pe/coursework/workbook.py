@@ -13,7 +13,10 @@ The chapters are the source of truth and contain the solutions. A student versio
   would ask for an answer nobody needs;
 * every ``{glue:text}`` role in the markdown (and ``{glue}``/``{glue:}``) becomes the literal text the book shows,
   formatted from the value the chapter stored (its glue record), because JupyterLab (jupyterlab-myst) renders no
-  glue roles: without this a student read sentences with the numbers missing;
+  glue roles: without this a student read sentences with the numbers missing. A role that pastes from another
+  chapter (``{glue:text}`../part3/extrapolation.ipynb::gap_t5:+.2f```, how a chapter ties what it says about another
+  chapter to that chapter's output) takes the value stored in that notebook, found next to ``source`` or, without
+  it, under the course's ``book/`` folder;
 * all outputs and execution counts are cleared (students run the notebook themselves);
 * the notebook's metadata records which coding exercises it contains (``course_pe.coursework.exercises``), for the grader.
 
@@ -31,7 +34,7 @@ from pathlib import Path
 
 import nbformat
 
-from .._validation import check_argv, check_bool, check_notebook, check_str
+from .._validation import check_argv, check_bool, check_notebook, check_path, check_str
 from .exercises import EXERCISES
 
 __all__ = ["exercises_in", "make_student_notebook", "stub_source", "main"]
@@ -77,21 +80,49 @@ def _format_glue_text(text: str, fmt_spec: str) -> str:
     return format(value, fmt_spec)
 
 
-def _substitute_glue(text: str, values: dict[str, str]) -> str:
+_BOOK = Path(__file__).resolve().parents[2] / "book"  # the course's chapters, in a checkout of the repository
+
+
+def _other_notebook(document: str, source: Path | None) -> Path:
+    """The notebook a cross-document glue role names: relative to ``source``'s folder (as Sphinx resolves it), from
+    the book's root for a path starting with '/', or, without ``source``, the one notebook under book/ that ends with
+    the path once its leading '../' and './' are dropped."""
+    if document.startswith("/"):
+        found = [_BOOK.parent / document.lstrip("/")]
+    elif source is not None:
+        found = [source.parent / document]
+    else:
+        tail = Path(*[part for part in Path(document).parts if part not in ("..", ".")])
+        found = sorted(p for p in _BOOK.rglob(tail.name) if p.as_posix().endswith("/" + tail.as_posix()))
+    found = [p for p in found if p.is_file()]
+    if len(found) != 1:
+        raise ValueError(f"a glue role pastes from {document!r}, which names no single notebook of the course "
+                         f"(found {[str(p) for p in found]})")
+    return found[0]
+
+
+def _substitute_glue(text: str, values: dict[str, str], other_values=None) -> str:
     """Replace every text glue role in markdown ``text`` by the literal text it renders to.
 
-    ``ValueError`` names a role whose key has no stored record (a notebook stored without outputs, or a typo)."""
+    ``other_values(document)`` returns the records of another notebook, for a role ``document::key``; without it such a
+    role is refused. ``ValueError`` names a role whose key has no stored record (a notebook stored without outputs, or a
+    typo)."""
 
     def paste(match: re.Match) -> str:
         content = match.group(1)
+        records = values
         if "::" in content:
-            raise ValueError(f"the glue role {match.group(0)!r} pastes from another notebook, which a workbook cannot")
+            if other_values is None:
+                raise ValueError(f"the glue role {match.group(0)!r} pastes from another notebook, which a workbook "
+                                 "cannot without its path")
+            document, content = content.split("::", 1)
+            records = other_values(document)
         key, sep, fmt_spec = content.rpartition(":")
         if not sep:  # no format: myst-nb formats with "s"
             key, fmt_spec = content, "s"
-        if key not in values:
+        if key not in records:
             raise ValueError(f"the glue role {match.group(0)!r} names no stored glue record {key!r}")
-        return _format_glue_text(values[key], fmt_spec)
+        return _format_glue_text(records[key], fmt_spec)
 
     return _GLUE_ROLE.sub(paste, text)
 
@@ -196,16 +227,27 @@ def _strip_markdown(text: str, in_solution: bool, code_answers: list[bool] | Non
     return "\n".join(out).strip("\n"), in_solution
 
 
-def make_student_notebook(nb: nbformat.NotebookNode, *, keep_outputs: bool = False) -> nbformat.NotebookNode:
+def make_student_notebook(nb: nbformat.NotebookNode, *, keep_outputs: bool = False,
+                          source: str | Path | None = None) -> nbformat.NotebookNode:
     """Return the student version of a solution notebook (the input is not modified).
 
     With ``keep_outputs=True`` (for a student edition of the *book*), stored outputs are kept except those of the
-    stubs and of the automatic check cells, which would otherwise show a solution's results.
+    stubs and of the automatic check cells, which would otherwise show a solution's results. ``source`` is the
+    notebook's path (None: unknown), from which a glue role that pastes from another chapter finds that chapter.
     """
     check_notebook("nb", nb)
     check_bool("keep_outputs", keep_outputs)
+    source = None if source is None else Path(check_path("source", source))
     student = copy.deepcopy(nb)
     values = _glue_values(nb)
+    loaded: dict[Path, dict[str, str]] = {}
+
+    def other_values(document: str) -> dict[str, str]:
+        path = _other_notebook(document, source).resolve()
+        if path not in loaded:
+            loaded[path] = _glue_values(nbformat.read(path, as_version=4))
+        return loaded[path]
+
     code_answers = _code_answer_regions(nb)
     cells = []
     in_solution = False
@@ -213,7 +255,7 @@ def make_student_notebook(nb: nbformat.NotebookNode, *, keep_outputs: bool = Fal
         if cell.cell_type == "markdown":
             text, in_solution = _strip_markdown(cell.source, in_solution, code_answers)
             if text.strip():
-                cell.source = _substitute_glue(text, values)
+                cell.source = _substitute_glue(text, values, other_values)
                 cells.append(cell)
         elif cell.cell_type == "code":
             if SOLUTION_TAG in cell.metadata.get("tags", []):
@@ -244,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for path in args.notebooks:
         nb = nbformat.read(path, as_version=4)
-        student = make_student_notebook(nb, keep_outputs=args.keep_outputs)
+        student = make_student_notebook(nb, keep_outputs=args.keep_outputs, source=path)
         try:
             relative = path.resolve().relative_to(args.root.resolve())
         except ValueError:
