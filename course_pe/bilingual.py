@@ -40,8 +40,9 @@ def verdict(english: str, chinese: str) -> BilingualText:
 
     Both must be non-empty text, and the Chinese must be Chinese (at least one CJK character)."""
     english, chinese = check_str("english", english), check_str("chinese", chinese)
-    if not english.strip() or not chinese.strip():
-        raise ValueError("a verdict needs its English and its Chinese text")
+    for name, text in (("english", english), ("chinese", chinese)):
+        if not text.strip():
+            raise ValueError(f"a verdict needs its English and its Chinese text: {name} is empty")
     if not any("\u3400" <= c <= "\u9fff" for c in chinese):
-        raise ValueError(f"the Chinese verdict has no Chinese character: {chinese!r}")
+        raise ValueError(f"chinese has no Chinese character: {chinese!r}")
     return BilingualText(english, chinese)

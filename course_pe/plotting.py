@@ -270,6 +270,46 @@ LABELS_ZH: dict[str, str] = {
     r"Binary digits of $p$": r"$p$ 的各个二进制位",
     r"bit $j$ (period $2^{{j+1}}$)": r"第 $j$ 位（周期 $2^{{j+1}}$）",
     r"Sinusoidal table, $d_{{\mathrm{{model}}}} = {d}$": r"正弦位置编码表，$d_{{\mathrm{{model}}}} = {d}$",
+    # book/part2/relative.ipynb
+    "bidirectional (32 buckets)": "双向（32 个桶）",
+    "causal (32 buckets)": "因果（32 个桶）",
+    r"last bucket from $|n - m| = {d}$ (bidirectional)": r"从 $|n - m| = {d}$ 起为最后一个桶（双向）",
+    r"last bucket from $n - m = -{d}$ (causal)": r"从 $n - m = -{d}$ 起为最后一个桶（因果）",
+    "T5 relative-position buckets (max_distance = 128)": "T5 的相对位置桶（max_distance = 128）",
+    r"offset $n - m$ (key $-$ query)": r"偏移量 $n - m$（键 $-$ 查询）",
+    "bucket id": "桶编号",
+    "bias against distance": "偏置随距离的变化",
+    r"distance $m - n$": r"距离 $m - n$",
+    r"bias $-\mu_h (m - n)$": r"偏置 $-\mu_h (m - n)$",
+    "weights, equal content, {n} keys": "权重：内容相同，{n} 个键",
+    "attention weight": "注意力权重",
+    "ALiBi, {h} heads: the last query of a {n}-token window": "ALiBi，{h} 个头：{n} 个词元窗口中的最后一个查询",
+    # book/part2/rope_first_principles.ipynb
+    r"pair {i}: $\theta_{i} = {theta:.3g}$": r"第 {i} 对：$\theta_{i} = {theta:.3g}$",
+    ("One query's hands (each pair scaled to length 1) at positions 0 (dark) to 6 (light)\n"
+     r"$d = 16$, base 10000; pair $i$ turns by $\theta_i$ radians per position"):
+        ("一个查询的时钟指针（每对缩放到长度 1），位置 0（深色）到 6（浅色）\n"
+         r"$d = 16$，基数 10000；第 $i$ 对每个位置转 $\theta_i$ 弧度"),
+    r"base $10^4$ (RoFormer, LLaMA 1-2)": r"基数 $10^4$（RoFormer、LLaMA 1-2）",
+    r"base $5 \cdot 10^5$ (Llama 3)": r"基数 $5 \cdot 10^5$（Llama 3）",
+    r"base $10^8$ ($10^4$ with a doubled exponent)": r"基数 $10^8$（$10^4$ 的指数加倍）",
+    "{ctx} context ({n})": "{ctx} 上下文（{n}）",
+    r"RoPE wavelengths $\lambda_i = 2\pi b^{{2i/d}}$, $d = {d}$": r"RoPE 波长 $\lambda_i = 2\pi b^{{2i/d}}$，$d = {d}$",
+    "pair index $i$": "维度对下标 $i$",
+    "positions per full turn": "转满一圈所需的位置数",
+    r"RoPE score of one random $(q, k)$, $d = 64$, against offset $m - n$":
+        r"一个随机 $(q, k)$ 的 RoPE 分数随偏移量 $m - n$ 的变化，$d = 64$",
+    r"offset $m - n$ (positions)": r"偏移量 $m - n$（位置）",
+    # book/part2/rope_proof.ipynb
+    "base {b}": "基数 {b}",
+    r"RoPE long-term decay bound, $d = 128$ (RoFormer Fig. 2: base $10^4$)":
+        r"RoPE 的远程衰减上界，$d = 128$（RoFormer 图 2：基数 $10^4$）",
+    "relative distance": "相对距离",
+    "proved range of the long-run mean, base $10^4$ ({lower:.1f}-{upper:.1f})":
+        "基数 $10^4$ 下已证明的长期均值范围（{lower:.1f} 至 {upper:.1f}）",
+    "random phases ({value:.2f})": "随机相位（{value:.2f}）",
+    r"The decay bound far out, $d = 128$": r"远距离处的衰减上界，$d = 128$",
+    "relative distance (log scale)": "相对距离（对数坐标）",
 }
 
 LANGUAGES = ("en", "zh_CN")
@@ -377,14 +417,23 @@ def _png(fig: plt.Figure) -> bytes:
     return buffer.getvalue()
 
 
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
 class BilingualFigure:
     """A figure drawn in English and in Chinese (``bilingual_figure``). Displayed, it is the English PNG with the
     figure's usual text form, and the Chinese PNG in the output's metadata (absent where no font draws Chinese)."""
 
     def __init__(self, english: bytes, chinese: bytes | None, text: str) -> None:
+        for name, value in (("english", english), ("chinese", chinese)):
+            if value is None and name == "chinese":
+                continue
+            if not isinstance(value, bytes) or not value.startswith(_PNG_SIGNATURE):
+                raise TypeError(f"{name} must be the bytes of a PNG image, got {type(value).__name__}"
+                                + (" that is not a PNG" if isinstance(value, bytes) else ""))
         self.english = english
         self.chinese = chinese
-        self.text = text
+        self.text = check_str("text", text)
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
         data = {"image/png": base64.b64encode(self.english).decode("ascii"), "text/plain": self.text}

@@ -34,7 +34,7 @@ import course_pe  # noqa: E402
 import course_pe as cpe  # noqa: E402
 import nbformat  # noqa: E402
 
-from course_pe import benchmark, plotting, reproducibility, seeds_benchmark, training  # noqa: E402
+from course_pe import benchmark, bilingual, plotting, reproducibility, seeds_benchmark, training  # noqa: E402
 from course_pe.long_context_eval import (  # noqa: E402
     PasskeyTask,
     passkey_accuracy_by_distance,
@@ -220,6 +220,21 @@ def _two_models() -> list[torch.nn.Module]:
 
 def _rows(*pairs: tuple[str, tuple[float, ...]]) -> list[benchmark.BenchmarkRow]:
     return [benchmark.BenchmarkRow(n, sorted(s)[len(s) // 2], s) for n, s in pairs]
+
+
+def _drawn_in(language: str) -> str:
+    """Enter and leave ``plotting.drawn_in(language)`` (a context manager checks its argument on entry)."""
+    with plotting.drawn_in(language):
+        return plotting.figure_language()
+
+
+def _small_figure() -> "plt.Figure":
+    fig, ax = plt.subplots(figsize=(1, 1), dpi=20)
+    ax.set_title(plotting.t("Binary digits of $p$"))
+    return fig
+
+
+_PNG = b"\x89PNG\r\n\x1a\n" + bytes(16)  # a PNG's signature: what BilingualFigure checks its images for
 
 
 BAD_SECONDS = st.sampled_from([None, (1.0,), [], [-1.0], [math.nan], ["1"], [True], [1.0, 2.0]])
@@ -979,6 +994,44 @@ REGISTRY: dict[str, Case] = {
          "title": st.sampled_from([3]), "ylabel": st.sampled_from([None])},
         extremes=[dict(curves={"": np.ones(1)}), dict(curves={"rope": np.array([np.nan, 1.0])}, floor=0.0)],
         examples=10,
+    ),
+    "plotting.t": Case(
+        plotting.t, lambda: dict(text="training length {n}"),
+        {"text": st.sampled_from([3, None, b"x", ["a"]])},
+        call=lambda **kw: plotting.t(**kw, n=64),
+        extremes=[dict(text=""), dict(text="no field")],
+    ),
+    "plotting.drawn_in": Case(
+        plotting.drawn_in, lambda: dict(language="zh_CN"),
+        {"language": st.sampled_from(["zh", "de", "", "EN", 3, None, b"en"])},
+        call=lambda **kw: _drawn_in(**kw),
+        extremes=[dict(language="en"), dict(language="zh_CN")],
+    ),
+    "plotting.figure_language": Case(plotting.figure_language, lambda: dict(), {}, extremes=[dict()]),
+    "plotting.cjk_font_family": Case(plotting.cjk_font_family, lambda: dict(), {}, extremes=[dict()]),
+    "plotting.bilingual_figure": Case(
+        plotting.bilingual_figure, lambda: dict(draw=_small_figure),
+        {"draw": st.sampled_from([None, 3, "plot", lambda: None, lambda: 3, lambda: plt.gca()])},
+        examples=6,
+        extremes=[dict()],
+    ),
+    "plotting.BilingualFigure": Case(
+        plotting.BilingualFigure, lambda: dict(english=_PNG, chinese=None, text="<Figure>"),
+        {"english": st.sampled_from([None, "png", b"", b"GIF89a", bytearray(_PNG)]),
+         "chinese": st.sampled_from(["png", b"not a png", 3]), "text": st.sampled_from([None, 3, b"x"])},
+        extremes=[dict(chinese=_PNG), dict(text="")],
+    ),
+    # -------------------------------------------------------------- bilingual
+    "bilingual.BilingualText": Case(
+        bilingual.BilingualText, lambda: dict(english="PASSED", chinese="通过"),
+        {"english": st.sampled_from([None, 3, b"x"]), "chinese": st.sampled_from([None, 3, b"x"])},
+        extremes=[dict(english="", chinese="")],
+    ),
+    "bilingual.verdict": Case(
+        bilingual.verdict, lambda: dict(english="PASSED: the table matches.", chinese="通过：表格一致。"),
+        {"english": st.sampled_from([None, 3, "", "   "]),
+         "chinese": st.sampled_from([None, 3, "", " ", "PASSED", "passe: ok"])},
+        extremes=[dict(english="x", chinese="中")],
     ),
     # -------------------------------------------------------------- benchmark
     "benchmark.rotate_half": Case(

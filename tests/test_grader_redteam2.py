@@ -176,12 +176,29 @@ def test_magic_heavy_cells_do_not_stall_grading():
 def test_selection_is_linear_and_capped():
     """H3: 16,000 cells defining the same function (17 s, quadratic, and all of them sent to the sandbox). Now each
     function brings its last few definitions, the selection holds at most 40 cells, and says when it was cut."""
-    cells = ["def t5_bucket(r, b=True, n=32, m=128):\n    return q\n"] * 16_000 + ["q = 1"]
-    started = time.monotonic()
-    selected = answer_cells(cells, ["t5_bucket"])
-    seconds = time.monotonic() - started
+    def calls(n: int) -> tuple[list[int], int]:
+        """The selection for n definitions, and how many calls of _cells' own functions it took: a count of work
+        that does not depend on the machine or its load (a wall-clock limit would)."""
+        cells = ["def t5_bucket(r, b=True, n=32, m=128):\n    return q\n"] * n + ["q = 1"]
+        count = 0
+
+        def profile(frame, event, arg):
+            nonlocal count
+            if event == "call" and frame.f_code.co_filename == _cells.__file__:
+                count += 1
+
+        sys.setprofile(profile)
+        try:
+            selected = answer_cells(cells, ["t5_bucket"])
+        finally:
+            sys.setprofile(None)
+        return selected, count
+
+    selected, large = calls(16_000)
     assert selected == [15_996, 15_997, 15_998, 15_999, 16_000], selected[:10]
-    assert seconds < 10, seconds
+    _, small = calls(4_000)
+    # linear: four times the cells, about four times the work (quadratic would be sixteen)
+    assert large <= 5 * small, (small, large)
     helpers = [f"H{k} = {k}" for k in range(100)]
     uses = "def t5_bucket(r):\n    return " + " + ".join(f"H{k}" for k in range(100))
     selection = _cells.select_cells(helpers + [uses], ["t5_bucket"])

@@ -226,6 +226,19 @@ def test_no_solution_of_the_book_is_in_any_zip(zips):
         assert not leaked, f"{assignment}: solution cells in the zip: {leaked}"
 
 
+def test_the_grader_needs_no_optional_extra():
+    """course_pe's "fused" extra (Triton, for GPUs) is not the grader's: the zip's pins are the package's own
+    requirements. Triton is in this .venv (make test installs it), so a resolver that ignores the extra's marker
+    asks for it and the build fails with "the grader needs triton"."""
+    import importlib.metadata as metadata
+
+    assert any("extra ==" in r for r in metadata.requires("course_pe") or []), "course_pe declares no extra any more"
+    requirements = gradescope.grader_requirements(ROOT / "requirements.txt")
+    names = {line.split("==")[0].lower() for line in requirements}
+    assert "triton" not in names
+    assert {"torch", "numpy", "ipython"} <= names
+
+
 def test_the_same_sources_give_the_same_zip(tmp_path):
     requirements = gradescope.grader_requirements(ROOT / "requirements.txt")
     wheel = gradescope.build_wheel(tmp_path / "wheel")

@@ -153,16 +153,32 @@ def test_the_chinese_notebook_shows_the_chinese_copy_and_translated_figure_texts
 
 def test_every_stored_bilingual_figure_has_its_chinese_copy():
     """`make execute` ran where a font draws Chinese: otherwise the Chinese edition would show the English figure."""
-    found = 0
+    found = drawing = 0
     for path in NOTEBOOKS:
         for number, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+            stored_here = 0
             for output in cell.get("outputs", []):
                 stored = output.get("metadata", {}).get("course_pe")
-                if stored is not None:
+                if stored is not None and "image/png" in output.get("data", {}):  # a figure (not a printed verdict)
                     found += 1
+                    stored_here += 1
                     chinese = (stored.get("zh_CN") or {}).get("image/png")
                     assert chinese and base64.b64decode(chinese).startswith(PNG), f"{path.name} cell {number}"
-    assert found >= 1
+            if cell["cell_type"] == "code" and _ends_with_bilingual_figure(zh.source(cell)):
+                drawing += 1  # a cell that draws a bilingual figure stores exactly one (not a stale plt.show() output)
+                assert stored_here == 1, f"{path.name} cell {number}: {stored_here} bilingual figures stored, run make execute"
+    assert found >= 1 and drawing == found
+
+
+def _ends_with_bilingual_figure(source: str) -> bool:
+    """Whether the cell's last statement is ``bilingual_figure(...)``, the expression whose output holds both PNGs."""
+    if "bilingual_figure" not in source:
+        return False
+    source = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    body = ast.parse(source).body
+    last = body[-1] if body else None
+    return (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+            and isinstance(last.value.func, ast.Name) and last.value.func.id == "bilingual_figure")
 
 
 def test_every_figure_caption_and_text_alternative_is_translated():

@@ -27,7 +27,7 @@ stated in its text (``Exercise.tolerance``), set by what the exercise asks for a
 implementation reaches (float32 arithmetic cast to float64 included), never by the dtype the answer is returned in.
 What the grader refuses, the check refuses with the same sentence: a call of the library functions the exercise asks
 students to write (watched while the function runs, and looked up in the cell that defines it), and modules that the
-grading environment does not have (:mod:`course_pe.coursework.environment`).
+grading environment does not have (``course_pe.coursework.environment``).
 """
 
 from __future__ import annotations
