@@ -45,11 +45,16 @@ from .reproducibility import make_generator
 from .tasks import IGNORE, Batch
 from .training import MAX_EVAL_BATCHES, PositionReport
 
+#: Most sequences (distances x sequences per distance) :func:`passkey_accuracy_by_distance` scores per model.
+MAX_PASSKEY_SEQUENCES = 2**20
+
 __all__ = [
     "MAX_PASSKEY_LENGTH",
+    "MAX_PASSKEY_SEQUENCES",
     "MAX_PASSKEY_SYMBOLS",
     "MAX_WINDOW_TOKENS",
     "PasskeyTask",
+    "passkey_accuracy_by_distance",
     "sliding_window_report",
     "window_forward_bytes",
 ]
@@ -291,3 +296,76 @@ def sliding_window_report(
         loss=torch.where(count > 0, loss_sum / count.clamp(min=1), nan),
         accuracy=torch.where(count > 0, correct / count.clamp(min=1), nan),
     )
+
+
+@torch.no_grad()
+def passkey_accuracy_by_distance(
+    models: nn.Module | list[nn.Module] | tuple[nn.Module, ...],
+    task: PasskeyTask,
+    seq_len: int,
+    distances: list[int] | tuple[int, ...] | range,
+    *,
+    num_sequences: int = 128,
+    seed: int = 12345,
+    chunk: int = 1024,
+) -> torch.Tensor:
+    """Passkey accuracy of each model at each distance, every model on the same sequences (a dense needle sweep).
+
+    For every distance ``d`` of ``distances`` (each in ``1 ... seq_len - 3``), ``num_sequences`` inputs of ``seq_len``
+    tokens with the value ``d`` tokens before ``QUERY`` are drawn from ``make_generator(seed)``, distance after
+    distance, so every model (and every call with the same arguments) is scored on identical data: paired
+    comparisons. The sequences of all distances run through each model in chunks of ``chunk`` sequences (the model
+    computes every position; only the last is scored).
+
+    Returns a float64 tensor ``(len(models), len(distances))`` of accuracies (a single model gives one row). With
+    ``n = num_sequences``, an accuracy of 1 at one distance still allows an error rate up to about ``3 / n`` at 95 %
+    confidence (the rule of three), which is why the default is 128 rather than the 32 of a single batch.
+
+    Args: ``task`` a :class:`PasskeyTask` (its own ``distance`` is ignored), ``seq_len`` in ``4 ...
+    MAX_PASSKEY_LENGTH``, ``distances`` a non-empty sequence of distinct integers, ``num_sequences`` and ``chunk``
+    positive, at most ``MAX_PASSKEY_SEQUENCES`` sequences in all, ``seed >= 0``; models map ``(batch, seq)`` long
+    tokens to ``(batch, seq, outputs)`` logits and must be causal.
+    """
+    if isinstance(models, nn.Module):
+        models = [models]
+    if not isinstance(models, (list, tuple)) or not models:
+        raise TypeError("models must be an nn.Module or a non-empty list or tuple of them")
+    for i, model in enumerate(models):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"models[{i}] is a {type(model).__name__}, not an nn.Module")
+        _causal_or_raise(model, task)
+    if not isinstance(task, PasskeyTask):
+        raise TypeError(f"task must be a PasskeyTask, got {type(task).__name__}")
+    seq_len = check_int("seq_len", seq_len, minimum=4, maximum=MAX_PASSKEY_LENGTH)
+    if isinstance(distances, (str, bytes)) or not isinstance(distances, (list, tuple, range)) or len(distances) == 0:
+        raise TypeError("distances must be a non-empty list, tuple or range of integers")
+    distances = [check_int(f"distances[{i}]", d, minimum=1, maximum=seq_len - 3) for i, d in enumerate(distances)]
+    if len(set(distances)) != len(distances):
+        raise ValueError("distances must be distinct (each is one column of the result)")
+    num_sequences = check_positive_int("num_sequences", num_sequences)
+    chunk = check_positive_int("chunk", chunk)
+    seed = check_int("seed", seed, minimum=0, maximum=2**63 - 1)
+    total = len(distances) * num_sequences
+    if total > MAX_PASSKEY_SEQUENCES:
+        raise ValueError(f"len(distances) x num_sequences = {total} sequences exceed MAX_PASSKEY_SEQUENCES = "
+                         f"{MAX_PASSKEY_SEQUENCES}; use fewer distances or sequences")
+    check_memory("distances and num_sequences", 3 * 8 * numel(total, seq_len),
+                 f"{total} passkey sequences of {seq_len} tokens")
+    for model in models:  # one chunk's forward pass must fit the budget
+        check_memory("chunk", window_forward_bytes(model, seq_len, batch=min(chunk, total)),
+                     f"a forward pass over {min(chunk, total)} sequences of {seq_len} tokens")
+    generator = make_generator(seed)
+    batches = [task.at_distance(d).sample(num_sequences, seq_len, generator) for d in distances]
+    inputs = torch.cat([b.inputs for b in batches])  # (distances * n, seq_len), distance-major
+    values = torch.cat([b.targets[:, -1] for b in batches])
+    result = torch.empty(len(models), len(distances), dtype=torch.float64)
+    for k, model in enumerate(models):
+        was_training = model.training
+        model.eval()
+        try:
+            hits = torch.cat([model(inputs[i : i + chunk])[:, -1].argmax(-1) == values[i : i + chunk]
+                              for i in range(0, total, chunk)])
+        finally:
+            model.train(was_training)
+        result[k] = hits.view(len(distances), num_sequences).double().mean(1)
+    return result

@@ -67,6 +67,7 @@ __all__ = [
     "RopeConfig",
     "RopeScaling",
     "YaRNScaling",
+    "complete_turn_pairs",
     "rope_config_from_hf",
     "rope_frequencies",
     "yarn_correction_range",
@@ -657,6 +658,26 @@ def _float32_reference(head_dim: int, base: float, scaling: RopeScaling | None, 
     raise AssertionError(type(scaling))  # every type of _METHODS is handled above
 
 
+def complete_turn_pairs(
+    rotary_dim: int, base: float, length: int, scaling: "RopeScaling | None" = None, *, seq_len: int | None = None
+) -> int:
+    """How many pairs of a ``rotary_dim``-wide RoPE complete at least one full turn within ``length`` positions.
+
+    Pair ``i`` turns by ``theta_i`` per position (:func:`rope_frequencies` with ``base`` and ``scaling``, at
+    ``seq_len`` for the length-dependent scalings), so its wavelength is ``2 pi / theta_i``; the pairs counted are
+    those whose wavelength is at most ``length`` (``length * theta_i >= 2 pi``), the pairs that see every angle when
+    offsets reach ``length``. Without a scaling the count is ``floor(d/2 * log_b(length / 2 pi)) + 1`` (at most
+    ``d/2``, at least 0); twice it is the "critical dimension" of Liu et al. (2024, *Scaling laws of RoPE-based
+    extrapolation*). ``length`` is a positive integer: the training length for a model that attends over its whole
+    input, the window for a sliding-window layer, whatever the largest offset a layer can meet is.
+
+    Computed in float64, so the count does not depend on float32 rounding at the boundary.
+    """
+    length = check_positive_int("length", length)
+    inv_freq, _ = rope_frequencies(rotary_dim, base=base, scaling=scaling, seq_len=seq_len, dtype=torch.float64)
+    return int((2 * math.pi / inv_freq <= length).sum())
+
+
 # --------------------------------------------------------------------------- Hugging Face configurations
 
 #: ``rope_type`` values of transformers' ``modeling_rope_utils`` (5.23) that :func:`rope_config_from_hf` reads.
@@ -716,6 +737,44 @@ class RopeConfig:
 
         return RotaryEmbedding(self.head_dim, base=self.base, scaling=self.scaling, rotary_dim=self.rotary_dim,
                                layout=layout, max_positions=max_positions, **kwargs)
+
+    def summary(self, training_length: int | None = None) -> dict[str, object]:
+        """What a reader checks first in a configuration, as a dict (the "read a config" recipe of the book).
+
+        Keys: ``rope_type``, ``head_dim``, ``rotary_dim``, ``unrotated_dim`` (``head_dim - rotary_dim``), ``pairs``
+        (``rotary_dim // 2``), ``base``, ``scaling`` (the dataclass or ``None``), ``max_positions``,
+        ``training_length`` (the argument, else the scaling's ``original_max_positions``, else ``max_positions``),
+        ``complete_pairs`` (:func:`complete_turn_pairs` of the *unscaled* frequencies within ``training_length``:
+        the pairs that saw a full turn in training), ``slowest_wavelength`` (of the unscaled frequencies, in
+        positions) and ``attention_factor`` (the cos/sin factor at ``max_positions``, or at ``training_length``
+        when the configuration has no ``max_position_embeddings``; 1.0 for most types).
+
+        The layout (``"half"`` or ``"interleaved"``) is not in a configuration: it belongs to the modelling code that
+        loads the checkpoint, so the summary cannot give it. ``training_length`` must be a positive integer; a
+        ``ValueError`` says so when none can be found.
+        """
+        if training_length is None:
+            training_length = getattr(self.scaling, "original_max_positions", None) or self.max_positions
+            if training_length is None:
+                raise ValueError("the configuration gives no training length (no original_max_position_embeddings or "
+                                 "max_position_embeddings): pass training_length")
+        training_length = check_positive_int("training_length", training_length)
+        plain, _ = rope_frequencies(self.rotary_dim, base=self.base, dtype=torch.float64)
+        _, attention_factor = self.frequencies(seq_len=self.max_positions or training_length, dtype=torch.float64)
+        return {
+            "rope_type": self.rope_type,
+            "head_dim": self.head_dim,
+            "rotary_dim": self.rotary_dim,
+            "unrotated_dim": self.head_dim - self.rotary_dim,
+            "pairs": self.rotary_dim // 2,
+            "base": self.base,
+            "scaling": self.scaling,
+            "max_positions": self.max_positions,
+            "training_length": training_length,
+            "complete_pairs": complete_turn_pairs(self.rotary_dim, self.base, training_length),
+            "slowest_wavelength": float(2 * math.pi / plain[-1]),
+            "attention_factor": float(attention_factor),
+        }
 
 
 def _number(name: str, value: object) -> float:

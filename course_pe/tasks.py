@@ -34,6 +34,7 @@ __all__ = [
     "HistogramTask",
     "MarkovTask",
     "PositionTask",
+    "PrefixTask",
     "ReverseTask",
     "SortTask",
 ]
@@ -461,3 +462,53 @@ class MarkovTask:
         floors = (floors + [h] * n)[:n]
         return torch.tensor(floors, dtype=torch.float64)
 
+
+
+@dataclass(frozen=True)
+class PrefixTask:
+    """The first positions of another task's longer sequences: paired evaluation at two lengths.
+
+    ``PrefixTask(task, full_len).sample(batch, seq_len, g)`` draws ``task.sample(batch, full_len, g)`` and keeps the
+    first ``n - (full_len - seq_len)`` input and target positions, where ``n`` is the length of the full inputs
+    (tasks whose input length is ``seq_len`` plus a constant, such as a start token, which covers every causal task
+    of this module). A short model evaluated on ``PrefixTask(task, 4 * L)`` at length ``L`` therefore sees exactly
+    the first positions of the sequences that a long model evaluated on ``task`` at ``4 * L`` sees, from the same
+    ``seed``: in a causal model the two are comparable position by position, with no sampling difference between
+    them (``task.sample`` at two lengths draws different sequences after the first batch, because each batch
+    consumes a different amount of the generator).
+
+    ``task`` is any task object with ``sample``, ``vocab_size``, ``num_outputs`` (and ``causal``); ``full_len`` a
+    positive integer; ``sample`` refuses ``seq_len > full_len``.
+    """
+
+    task: object
+    full_len: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.task, type) or not callable(getattr(self.task, "sample", None)):
+            raise TypeError(f"task must be a task object with a sample method, got {self.task!r}")
+        object.__setattr__(self, "full_len", check_positive_int("full_len", self.full_len))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.task.vocab_size  # type: ignore[attr-defined]
+
+    @property
+    def num_outputs(self) -> int:
+        return self.task.num_outputs  # type: ignore[attr-defined]
+
+    @property
+    def causal(self) -> bool:
+        return bool(getattr(self.task, "causal", True))
+
+    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
+        """The first positions of ``batch_size`` sequences drawn at ``full_len`` (see the class)."""
+        seq_len = check_positive_int("seq_len", seq_len)
+        if seq_len > self.full_len:
+            raise ValueError(f"seq_len ({seq_len}) exceeds the full length ({self.full_len}) the prefixes are cut from")
+        full = self.task.sample(batch_size, self.full_len, generator)  # type: ignore[attr-defined]
+        keep = full.inputs.shape[1] - (self.full_len - seq_len)
+        if keep < 1:
+            raise ValueError(f"the task's inputs ({full.inputs.shape[1]} positions at full_len {self.full_len}) are "
+                             f"too short to cut a prefix for seq_len {seq_len}")
+        return Batch(full.inputs[:, :keep], full.targets[:, :keep])

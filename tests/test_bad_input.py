@@ -35,7 +35,12 @@ import course_pe as cpe  # noqa: E402
 import nbformat  # noqa: E402
 
 from course_pe import benchmark, bilingual, plotting, reproducibility, seeds_benchmark, training  # noqa: E402
-from course_pe.long_context_eval import PasskeyTask, sliding_window_report, window_forward_bytes  # noqa: E402
+from course_pe.long_context_eval import (  # noqa: E402
+    PasskeyTask,
+    passkey_accuracy_by_distance,
+    sliding_window_report,
+    window_forward_bytes,
+)
 from course_pe.coursework import gradescope  # noqa: E402
 from course_pe.coursework import (  # noqa: E402
     environment,
@@ -545,6 +550,20 @@ REGISTRY: dict[str, Case] = {
                   dict(config={"head_dim": 8, "rope_parameters": {"sliding_attention": {"rope_type": "default"}}}),
                   dict(head_dim=2), dict(config={"head_dim": 8, "rope_theta": 1e300})],
     ),
+    "rope_scaling.RopeConfig.summary": Case(
+        cpe.RopeConfig.summary, lambda: dict(training_length=4096),
+        {"training_length": bad_int(1)},
+        call=lambda **kw: cpe.RopeConfig("default", 8, 8, 10000.0, None).summary(**kw),
+        extremes=[dict(training_length=1), dict(training_length=2**53)],
+    ),
+    "rope_scaling.complete_turn_pairs": Case(
+        cpe.complete_turn_pairs, lambda: dict(rotary_dim=8, base=10000.0, length=4096),
+        {"rotary_dim": st.one_of(bad_int(1), st.just(7)), "base": bad_float(1.0, strict=False), "length": bad_int(1),
+         "scaling": st.sampled_from(["linear", 2.0, cpe.LinearScaling]), "seq_len": bad_int(1)},
+        mentions={"rotary_dim": "head_dim"},
+        extremes=[dict(length=1), dict(length=2**62), dict(rotary_dim=2),
+                  dict(scaling=cpe.DynamicNTKScaling(4.0, 16), seq_len=2**20)],
+    ),
     "rope_scaling.yarn_mscale": Case(
         cpe.yarn_mscale, lambda: dict(factor=40.0, mscale=0.707),
         {"factor": bad_float(0.0), "mscale": bad_float(0.0, strict=False)},
@@ -845,6 +864,17 @@ REGISTRY: dict[str, Case] = {
         )
         for cls in (cpe.ReverseTask, cpe.SortTask, cpe.HistogramTask, cpe.PositionTask, cpe.CopyTask, cpe.MarkovTask)
     },
+    "tasks.PrefixTask": Case(
+        cpe.PrefixTask, lambda: dict(task=cpe.MarkovTask(4), full_len=8),
+        {"task": st.sampled_from([None, 3, "markov", cpe.MarkovTask]), "full_len": bad_int(1)},
+        extremes=[dict(full_len=1), dict(full_len=2**40)],
+    ),
+    "tasks.PrefixTask.sample": Case(
+        cpe.PrefixTask.sample, lambda: dict(batch_size=2, seq_len=3),
+        {"batch_size": bad_int(1), "seq_len": st.one_of(bad_int(1), st.integers(9, 10**6)), "generator": BAD_GENERATOR},
+        call=lambda **kw: cpe.PrefixTask(cpe.MarkovTask(4), 8).sample(**kw),
+        extremes=[dict(seq_len=1), dict(seq_len=8), dict(batch_size=1, seq_len=1)],
+    ),
     "tasks.ReverseTask.position_free_optimum": Case(
         cpe.ReverseTask.position_free_optimum, lambda: dict(seq_len=4), {"seq_len": bad_int(1, 64)},
         call=lambda **kw: cpe.ReverseTask(4).position_free_optimum(**kw),
@@ -1427,6 +1457,18 @@ REGISTRY.update({
         call=lambda **kw: PasskeyTask(4, 3).sample(**kw),
         extremes=[dict(batch_size=1, seq_len=4), dict(batch_size=1, seq_len=2**16),
                   dict(generator=torch.Generator().manual_seed(0))],
+    ),
+    "long_context_eval.passkey_accuracy_by_distance": Case(
+        passkey_accuracy_by_distance,
+        lambda: dict(models=_passkey_model(), task=PasskeyTask(4, 3), seq_len=8, distances=[1, 5], num_sequences=2),
+        {"models": st.sampled_from([None, "model", [], [None], (_passkey_model(), 3)]),
+         "task": st.sampled_from([None, 3, PasskeyTask, cpe.CopyTask(4)]), "seq_len": bad_int(4, 2**16),
+         "distances": st.sampled_from([[], [0], [1, 1], [6], "15", 3, [1.5], {1, 2}]),
+         "num_sequences": bad_int(1), "seed": bad_int(0, 2**63 - 1), "chunk": bad_int(1)},
+        mentions={"models": "models", "distances": "distances"},
+        extremes=[dict(distances=[1]), dict(distances=range(1, 6)), dict(num_sequences=1, chunk=1),
+                  dict(models=[_passkey_model(), _passkey_model()])],
+        examples=15,
     ),
     "long_context_eval.sliding_window_report": Case(
         sliding_window_report,

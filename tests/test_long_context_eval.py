@@ -254,3 +254,78 @@ def test_passkey_sizes_are_bounded():
         with pytest.raises(ValueError, match=f"^{name} must be <="):
             PasskeyTask(**kwargs)
     assert type(PasskeyTask(num_filler=__import__("numpy").int64(5)).num_filler) is int
+
+
+# ------------------------------------------------------------------------------------ passkey_accuracy_by_distance
+
+
+class _PasskeyOracle(nn.Module):
+    """Answers with the token after KEY if KEY is among the last ``window`` tokens, else with the first value."""
+
+    causal = True
+
+    def __init__(self, task, window=None):
+        super().__init__()
+        self.task, self.window = task, window
+
+    def forward(self, x):
+        logits = torch.zeros(*x.shape, self.task.vocab_size)
+        seen = x if self.window is None else x[:, -self.window:]
+        key_at = (seen == self.task.key).int().argmax(1)
+        found = (seen == self.task.key).any(1) & (key_at + 1 < seen.shape[1])
+        value = torch.where(found, seen[torch.arange(len(x)), (key_at + 1).clamp(max=seen.shape[1] - 1)],
+                            torch.full_like(key_at, self.task.num_filler))
+        logits[torch.arange(len(x)), -1, value] = 1.0
+        return logits
+
+
+def test_passkey_accuracy_by_distance_oracles():
+    from course_pe.long_context_eval import passkey_accuracy_by_distance
+
+    task = PasskeyTask(num_filler=6, num_values=4)
+    distances = [1, 2, 5, 9, 10, 17]
+    result = passkey_accuracy_by_distance([_PasskeyOracle(task), _PasskeyOracle(task, window=11)], task, 20, distances,
+                                          num_sequences=200, chunk=64)
+    assert result.shape == (2, len(distances)) and result.dtype == torch.float64
+    assert (result[0] == 1).all()  # sees everything: every value retrieved
+    assert (result[1, :4] == 1).all()  # the value (distance <= 9) and KEY are inside the last 11 tokens
+    assert (result[1, 4:] < 0.45).all()  # beyond the window: it answers the first value, right 1 time in 4
+    single = passkey_accuracy_by_distance(_PasskeyOracle(task, window=11), task, 20, distances, num_sequences=200)
+    assert torch.equal(single[0], result[1])  # the same data for every model and every chunk size
+
+
+def test_passkey_accuracy_by_distance_matches_fixed_distance_evaluation():
+    from course_pe.long_context_eval import passkey_accuracy_by_distance
+
+    task = PasskeyTask(num_filler=16, num_values=8)
+    torch.manual_seed(0)
+    model = cpe.TinyTransformer(task.vocab_size, num_outputs=task.num_outputs, d_model=16, num_heads=1,
+                                position="rope", causal=True, max_positions=24)
+    result = passkey_accuracy_by_distance(model, task, 24, [3, 11], num_sequences=50, seed=5)
+    g = cpe.make_generator(5)
+    for column, distance in enumerate([3, 11]):
+        batch = task.at_distance(distance).sample(50, 24, g)
+        with torch.no_grad():
+            hits = model(batch.inputs)[:, -1].argmax(-1) == batch.targets[:, -1]
+        assert result[0, column] == pytest.approx(hits.double().mean().item(), abs=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    (dict(distances=[]), TypeError),
+    (dict(distances=[0]), ValueError),
+    (dict(distances=[18]), ValueError),
+    (dict(distances=[2, 2]), ValueError),
+    (dict(distances=[2], num_sequences=0), ValueError),
+    (dict(distances=[2], chunk=0), ValueError),
+    (dict(distances=[2], seed=-1), ValueError),
+])
+def test_passkey_accuracy_by_distance_bad_input(kwargs, error):
+    from course_pe.long_context_eval import passkey_accuracy_by_distance
+
+    task = PasskeyTask(num_filler=6, num_values=4)
+    with pytest.raises(error):
+        passkey_accuracy_by_distance(_PasskeyOracle(task), task, 20, **kwargs)
+    with pytest.raises(TypeError, match="PasskeyTask"):
+        passkey_accuracy_by_distance(_PasskeyOracle(task), cpe.MarkovTask(), 20, [2])
+    with pytest.raises(TypeError, match="models"):
+        passkey_accuracy_by_distance([], task, 20, [2])

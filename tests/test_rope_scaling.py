@@ -630,3 +630,55 @@ def test_reader_messages_name_the_parameter(params, key):
               "rope_parameters": {"original_max_position_embeddings": 1024, **params}}
     with pytest.raises(TypeError, match=rf"^config rope parameter '{key}' must be a real number, got str"):
         rope_config_from_hf(config)
+
+
+# ------------------------------------------------------------------------------ complete_turn_pairs, RopeConfig.summary
+
+
+@pytest.mark.parametrize("d", [16, 32, 64, 96, 128, 256])
+@pytest.mark.parametrize("base", [100.0, 1e4, 5e5, 1e6])
+@pytest.mark.parametrize("length", [17, 1000, 4096, 8192, 131072])
+def test_complete_turn_pairs_brute_force_and_formula(d, base, length):
+    from course_pe import complete_turn_pairs
+
+    count = complete_turn_pairs(d, base, length)
+    brute = sum(1 for i in range(d // 2) if length * base ** (-2 * i / d) >= 2 * math.pi)  # a full turn within length
+    assert count == brute
+    formula = min(d // 2, max(0, math.floor(d / 2 * math.log(length / (2 * math.pi)) / math.log(base)) + 1))
+    assert count == formula
+
+
+def test_complete_turn_pairs_known_values_and_scaling():
+    from course_pe import complete_turn_pairs
+
+    assert complete_turn_pairs(128, 1e4, 4096) == 46  # Llama 2: the critical dimension 92 of Liu et al.
+    assert complete_turn_pairs(128, 1e4, 8192) == 50
+    # interpolation by s turns every pair s times slower: within s * L the same pairs turn as within L unscaled
+    for s in (2.0, 4.0, 8.0):
+        assert complete_turn_pairs(128, 1e4, int(4096 * s), LinearScaling(s)) == 46
+    with pytest.raises(ValueError, match="length"):
+        complete_turn_pairs(128, 1e4, 0)
+
+
+def test_rope_config_summary():
+    from course_pe import complete_turn_pairs
+
+    phi2 = rope_config_from_hf({"hidden_size": 2560, "num_attention_heads": 32, "partial_rotary_factor": 0.4,
+                                "rope_theta": 10000.0, "max_position_embeddings": 2048}).summary()
+    assert (phi2["head_dim"], phi2["rotary_dim"], phi2["unrotated_dim"], phi2["pairs"]) == (80, 32, 48, 16)
+    assert phi2["training_length"] == 2048 and phi2["complete_pairs"] == complete_turn_pairs(32, 1e4, 2048)
+    assert phi2["slowest_wavelength"] == pytest.approx(2 * math.pi * 1e4 ** (30 / 32))
+    assert phi2["scaling"] is None and phi2["attention_factor"] == 1.0
+    llama31 = rope_config_from_hf({"head_dim": 128, "rope_theta": 500000.0, "max_position_embeddings": 131072,
+                                   "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                    "high_freq_factor": 4.0,
+                                                    "original_max_position_embeddings": 8192}}).summary()
+    assert llama31["training_length"] == 8192 and llama31["complete_pairs"] == 35  # the unscaled pairs, within 8192
+    assert isinstance(llama31["scaling"], Llama3Scaling) and llama31["max_positions"] == 131072
+    yarn = rope_config_from_hf({"head_dim": 64, "rope_theta": 150000, "max_position_embeddings": 131072,
+                                "rope_scaling": {"rope_type": "yarn", "factor": 32.0,
+                                                 "original_max_position_embeddings": 4096}}).summary()
+    assert yarn["attention_factor"] == pytest.approx(0.1 * math.log(32) + 1)
+    assert rope_config_from_hf({"head_dim": 64}).summary(training_length=100)["training_length"] == 100
+    with pytest.raises(ValueError, match="training_length"):
+        rope_config_from_hf({"head_dim": 64}).summary()

@@ -159,3 +159,44 @@ def test_reverse_position_free_optimum_bad_input():
         ReverseTask(4).position_free_optimum(65)
     with pytest.raises(ValueError, match="num_symbols"):
         ReverseTask(65).position_free_optimum(4)
+
+
+# ---------------------------------------------------------------------------------------------------- PrefixTask
+
+
+@pytest.mark.parametrize("task", [MarkovTask(), MarkovTask(bos=False), CopyTask(num_symbols=8)])
+def test_prefix_task_cuts_the_sequences_of_the_full_length(task):
+    from course_pe import PrefixTask
+
+    prefix = PrefixTask(task, 40)
+    short = prefix.sample(5, 12, make_generator(3))
+    full = task.sample(5, 40, make_generator(3))
+    extra = full.inputs.shape[1] - 40  # BOS (and SEP for copy): the task's constant offset
+    assert short.inputs.shape == (5, 12 + extra)
+    assert torch.equal(short.inputs, full.inputs[:, : 12 + extra])
+    assert torch.equal(short.targets, full.targets[:, : 12 + extra])
+    assert (prefix.vocab_size, prefix.num_outputs, prefix.causal) == (task.vocab_size, task.num_outputs, True)
+
+
+def test_prefix_task_batches_after_the_first_stay_paired():
+    """The reason PrefixTask exists: sampling a chain at two lengths gives different later batches."""
+    from course_pe import PrefixTask
+
+    task, g_short, g_full, g_plain = MarkovTask(), make_generator(9), make_generator(9), make_generator(9)
+    prefix = PrefixTask(task, 64)
+    for _ in range(3):
+        short, full = prefix.sample(4, 16, g_short), task.sample(4, 64, g_full)
+        assert torch.equal(short.inputs, full.inputs[:, :17])
+    plain_batches = [task.sample(4, 16, g_plain) for _ in range(3)]
+    assert not torch.equal(plain_batches[2].inputs, full.inputs[:, :17])  # without it, the third batch differs
+
+
+def test_prefix_task_bad_input():
+    from course_pe import PrefixTask
+
+    with pytest.raises(TypeError, match="task"):
+        PrefixTask(MarkovTask, 10)
+    with pytest.raises(ValueError, match="full_len"):
+        PrefixTask(MarkovTask(), 0)
+    with pytest.raises(ValueError, match="exceeds the full length"):
+        PrefixTask(MarkovTask(), 10).sample(2, 11)

@@ -69,7 +69,7 @@ def toc_notebooks() -> list[Path]:
 # notebook missing here simply keeps its reading order after these.
 SLOWEST_NOTEBOOKS = (
     "book/part3/extrapolation.ipynb",
-    "book/part3/context_extension.ipynb",
+    "book/part3/context_extension_experiment.ipynb",
     "book/part3/learned_beyond.ipynb",
     "book/part1/learned.ipynb",
     "book/part2/relative.ipynb",

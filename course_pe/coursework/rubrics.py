@@ -26,7 +26,7 @@ __all__ = ["CHAPTERS", "KINDS", "Criterion", "RUBRICS", "Rubric", "rubric_text",
 #: the chapters that have exercises, in the book's order (tests/test_rubrics.py checks it against _toc.yml)
 CHAPTERS = ("why_order", "sinusoidal", "worked_example", "shift_theorem", "model_input", "learned", "encoder_decoder",
             "relative", "rope_first_principles", "rope_proof", "rope_implementation", "generation", "extrapolation",
-            "context_extension", "learned_beyond", "todays_models")
+            "context_extension", "context_extension_experiment", "learned_beyond", "todays_models")
 #: what kind of work an exercise asks for
 KINDS = ("written", "proof", "computation", "design", "experiment", "coding")
 
@@ -279,11 +279,20 @@ _ALL = [
        (1.5, "theta_i' = theta_i s^(-2i/(d-2)): factor 1 for i = 0, s^-1 for i = d/2 - 1."),
        (1, "i* = (d - 2)/4; for d = 128 it is 31.5, not a pair (pairs 31 and 32 straddle sqrt(s))."),
        (1.5, "With b' = b s^e pair d/4 is divided by s^(e/2): e = 1, i.e. b' = b s.")),
-    _r("ex-ctx-pi-resolution", "context_extension", "written",
+    # --------------------------------------------------------------- Part III: an extension experiment
+    _r("ex-ctx-pi-resolution", "context_extension_experiment", "written",
        (1, "The fastest pair's step falls from 1 radian to 1/8 radian, a spacing never seen in training."),
        (1.5, "The Markov task (offsets 1 and 2) is hurt most, explained by the squeezed small offsets."),
        (1.5, "Copying suffers less (one offset, but telling n from n +- 1 needs resolution) and passkey is immune (no "
              "precise offset needed), each explained from the offsets the task needs.")),
+    _r("ex-ctx-sample-size", "context_extension_experiment", "computation",
+       (1, "No failure in n trials: the 95 % upper bound solves (1 - p)^n = 0.05; for n = 32 about 9 % (rule of "
+           "three: 3/n)."),
+       (1, "Below 1 % needs n > ln 0.05 / ln 0.99, about 299 sequences all retrieved."),
+       (1, "Ten of ten allows an error rate up to about 26 %: it separates works from fails often, not perfect."),
+       (2, "Binomial(32, 0.05): P(X >= 5) about 0.02, about 2.6 of 129 distances expected by chance, at least one with "
+           "probability about 0.93; so one weak distance is not a resolved failure (many comparisons), and what "
+           "would resolve one (many distances together, or the same distance again on fresh sequences).")),
     # --------------------------------------------------------------- Part III: learned tables beyond their length
     _r("ex-lb-spacing", "learned_beyond", "experiment",
        (1.5, "The prediction from the formula before running: new rows a quarter of an old step apart, ratio "
@@ -316,6 +325,11 @@ _ALL = [
        (1, "(b) The decoupled logit with DeepSeek-V3's widths (content 128, rotary 64, scale 1/sqrt(192))."),
        (1, "The check with cpe.decoupled_rope_logits: the content part position-free, the whole logit a function of "
            "offsets.")),
+    _r("ex-today-rope2d", "todays_models", "coding",
+       (2, "axial_rope_2d rotates the first d/2 dimensions by the column and the other d/2 by the row, each with the "
+           "1-D interleaved cpe.apply_rope of half width (frequencies b^(-4i/d)), and concatenates them."),
+       (1, "Shapes and the position columns are right: positions (seq, 2) as (column, row), d divisible by 4."),
+       (1, "The chapter's check runs: equal to cpe.rope_2d, and scores depend only on the 2-D offset.")),
     _r("ex-today-config", "todays_models", "written",
        (2, "A complete row for a model not in the table: scheme, base, rotated part, layout, scaling with its "
            "factors, context, each with the file it comes from (config.json, the modelling code)."),
