@@ -310,6 +310,29 @@ LABELS_ZH: dict[str, str] = {
     "random phases ({value:.2f})": "随机相位（{value:.2f}）",
     r"The decay bound far out, $d = 128$": r"远距离处的衰减上界，$d = 128$",
     "relative distance (log scale)": "相对距离（对数坐标）",
+    # book/foundations/why_order.ipynb
+    r"$\mathrm{{Attn}}(X)$, head {h}": r"$\mathrm{{Attn}}(X)$，第 {h} 个头",
+    "Reordering the input reorders the attention weights (rows and columns)":
+        "把输入重新排序，注意力权重也随之重新排序（行和列一起）",
+    "a, a, a, ... (no BOS)": "a, a, a, ...（无 BOS）",
+    "A causal head with uniform attention encodes position": "采用均匀注意力的因果注意力头能编码位置",
+    r"position $m$": r"位置 $m$",
+    "output coordinate {coord}": "输出坐标 {coord}",
+    # book/part1/worked_example.ipynb
+    r"pair {pair}: $\omega_{pair} = {omega:g}$": r"第 {pair} 对：$\omega_{pair} = {omega:g}$",
+    "cos (dimension {n})": "cos（维度 {n}）",
+    "sin (dimension {n})": "sin（维度 {n}）",
+    r"$\mathrm{{PE}}(p)$ for $p = 0, \dots, 9$, one unit circle per pair":
+        r"$p = 0, \dots, 9$ 时的 $\mathrm{{PE}}(p)$，每个维度对一个单位圆",
+    # book/part1/shift_theorem.ipynb
+    r"Pair 1 ($d_{{\mathrm{{model}}}} = 32$): $\mathrm{{PE}}(p) \to \mathrm{{PE}}(p + 1)$, $p = 0, \dots, 10$":
+        r"第 1 对（$d_{{\mathrm{{model}}}} = 32$）：$\mathrm{{PE}}(p) \to \mathrm{{PE}}(p + 1)$，$p = 0, \dots, 10$",
+    "dimension {n} (sin)": "维度 {n}（sin）",
+    "dimension {n} (cos)": "维度 {n}（cos）",
+    r"limit: $\int_0^1 \cos(k\,b^{{-t}})\,\mathrm{{d}}t$": r"极限：$\int_0^1 \cos(k\,b^{{-t}})\,\mathrm{{d}}t$",
+    r"Normalised dot product $\mathrm{{PE}}(p) \cdot \mathrm{{PE}}(p+k)\,/\,(d_{{\mathrm{{model}}}}/2)$":
+        r"归一化点积 $\mathrm{{PE}}(p) \cdot \mathrm{{PE}}(p+k)\,/\,(d_{{\mathrm{{model}}}}/2)$",
+    r"offset $k$ (positions)": r"偏移量 $k$（位置）",
 }
 
 LANGUAGES = ("en", "zh_CN")
