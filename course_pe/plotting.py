@@ -335,7 +335,7 @@ LABELS_ZH: dict[str, str] = {
     "position (0 = start token)": "位置（0 = 起始词元）",
     "mean |predicted − true| (positions)": "平均 |预测值 − 真实值|（位置）",
     # book/part1/learned.ipynb
-    "best without positions": "不含位置信息时的最优值",
+    "best without positions": "无位置时最优",  # short: the line of B passes just right of it
     "learning rate": "学习率",
     "held-out accuracy": "留出准确率",
     "Accuracy after {n} steps": "{n} 步后的准确率",
