@@ -285,6 +285,16 @@ LABELS_ZH: dict[str, str] = {
         "每次调用的时间，以复制到预分配张量为单位（15 轮的中位数与四分位距）",
     "(1, 16, 4096, 128) float32, 2 threads, load average {load:.1f} on {cores} cores":
         "(1, 16, 4096, 128) float32，2 个线程，{cores} 个核，平均负载 {load:.1f}",
+    r"Sinusoidal table, {n} positions, $d_{{\mathrm{{model}}}} = {d}$":
+        r"正弦位置编码表，{n} 个位置，$d_{{\mathrm{{model}}}} = {d}$",
+    r"dim {dim} ($i = {i}$, wavelength {wl:.1f})": r"维度 {dim}（$i = {i}$，波长 {wl:.1f}）",
+    r"$\sin(p\,\omega_i)$ for four pairs (dots: integer positions)": r"四个维度对的 $\sin(p\,\omega_i)$（圆点：整数位置）",
+    r"Distance between $\mathrm{{PE}}(p)$ and $\mathrm{{PE}}(p + k)$, $d_{{\mathrm{{model}}}} = 64$ (any $p$)":
+        r"$\mathrm{{PE}}(p)$ 与 $\mathrm{{PE}}(p + k)$ 之间的距离，$d_{{\mathrm{{model}}}} = 64$（任意 $p$）",
+    r"offset $k$ (positions, log scale)": r"偏移量 $k$（位置，对数坐标）",
+    "Euclidean distance": "欧氏距离",
+    r"position $n$": r"位置 $n$",
+    r"dot product $\mathrm{{PE}}(m) \cdot \mathrm{{PE}}(n)$": r"点积 $\mathrm{{PE}}(m) \cdot \mathrm{{PE}}(n)$",
     # book/part2/relative.ipynb
     "bidirectional (32 buckets)": "双向（32 个桶）",
     "causal (32 buckets)": "因果（32 个桶）",
@@ -325,6 +335,52 @@ LABELS_ZH: dict[str, str] = {
     "random phases ({value:.2f})": "随机相位（{value:.2f}）",
     r"The decay bound far out, $d = 128$": r"远距离处的衰减上界，$d = 128$",
     "relative distance (log scale)": "相对距离（对数坐标）",
+    # book/foundations/why_order.ipynb
+    r"$\mathrm{{Attn}}(X)$, head {h}": r"$\mathrm{{Attn}}(X)$，第 {h} 个头",
+    "Reordering the input reorders the attention weights (rows and columns)":
+        "把输入重新排序，注意力权重也随之重新排序（行和列一起）",
+    "a, a, a, ... (no BOS)": "a, a, a, ...（无 BOS）",
+    "A causal head with uniform attention encodes position": "采用均匀注意力的因果注意力头能编码位置",
+    r"position $m$": r"位置 $m$",
+    "output coordinate {coord}": "输出坐标 {coord}",
+    # book/part1/encoder_decoder.ipynb
+    "mean over seeds {seeds}": "种子 {seeds} 的均值",
+    "one seed": "单个种子",
+    "Causal decoder without encoding: probe error by position": "不带编码的因果解码器：探针误差随位置的变化",
+    "position (0 = start token)": "位置（0 = 起始词元）",
+    "mean |predicted − true| (positions)": "平均 |预测值 − 真实值|（位置）",
+    # book/part1/learned.ipynb
+    "best without positions": "无位置时最优",  # short: the line of B passes just right of it
+    "learning rate": "学习率",
+    "held-out accuracy": "留出准确率",
+    "Accuracy after {n} steps": "{n} 步后的准确率",
+    "step": "步数",
+    "training loss (nats)": "训练损失（nat）",
+    "Training loss at lr {lr:g}": "学习率 {lr:g} 下的训练损失",
+    "sinusoidal table": "正弦编码表",
+    "learned table D (seed {seed}), trained": "可学习编码表 D（种子 {seed}），训练后",
+    "cosine similarity of centred rows": "中心化行的余弦相似度",
+    "sinusoidal": "正弦位置编码",
+    "learned D, trained (each seed)": "可学习编码表 D，训练后（每个种子）",
+    "learned D, at initialisation (each seed)": "可学习编码表 D，初始化时（每个种子）",
+    r"Mean similarity of centred rows $k$ apart": r"相距 $k$ 的中心化行的平均相似度",
+    r"offset $k$": r"偏移量 $k$",
+    "mean cosine similarity": "平均余弦相似度",
+    # book/part1/worked_example.ipynb
+    r"pair {pair}: $\omega_{pair} = {omega:g}$": r"第 {pair} 对：$\omega_{pair} = {omega:g}$",
+    "cos (dimension {n})": "cos（维度 {n}）",
+    "sin (dimension {n})": "sin（维度 {n}）",
+    r"$\mathrm{{PE}}(p)$ for $p = 0, \dots, 9$, one unit circle per pair":
+        r"$p = 0, \dots, 9$ 时的 $\mathrm{{PE}}(p)$，每个维度对一个单位圆",
+    # book/part1/shift_theorem.ipynb
+    r"Pair 1 ($d_{{\mathrm{{model}}}} = 32$): $\mathrm{{PE}}(p) \to \mathrm{{PE}}(p + 1)$, $p = 0, \dots, 10$":
+        r"第 1 对（$d_{{\mathrm{{model}}}} = 32$）：$\mathrm{{PE}}(p) \to \mathrm{{PE}}(p + 1)$，$p = 0, \dots, 10$",
+    "dimension {n} (sin)": "维度 {n}（sin）",
+    "dimension {n} (cos)": "维度 {n}（cos）",
+    r"limit: $\int_0^1 \cos(k\,b^{{-t}})\,\mathrm{{d}}t$": r"极限：$\int_0^1 \cos(k\,b^{{-t}})\,\mathrm{{d}}t$",
+    r"Normalised dot product $\mathrm{{PE}}(p) \cdot \mathrm{{PE}}(p+k)\,/\,(d_{{\mathrm{{model}}}}/2)$":
+        r"归一化点积 $\mathrm{{PE}}(p) \cdot \mathrm{{PE}}(p+k)\,/\,(d_{{\mathrm{{model}}}}/2)$",
+    r"offset $k$ (positions)": r"偏移量 $k$（位置）",
 }
 
 LANGUAGES = ("en", "zh_CN")
