@@ -13,7 +13,8 @@ Compared, on the same input and the same precomputed tables where they take tabl
   its heap holds when a piece is large enough, and otherwise maps a block at or above its mmap threshold with fresh
   pages from the operating system, page-faulted in on first write; the threshold rises to the size of a freed mapped
   block but never beyond 32 MiB on a 64-bit system, so in a fresh process a clone of 32 MiB or more is a fresh mapping
-  at every call and one of 31 MiB, after the first, comes from the heap (:func:`page_faults_in_fresh_process`);
+  at every call, and one of 31 MiB, after the first, usually comes from the heap (when the heap has room to grow;
+  :func:`page_faults_in_fresh_process` counts both);
 * ``copy into preallocated``: ``out.copy_(x)`` into a tensor allocated once: one pass without the allocation, the
   reference that does not depend on the allocator;
 * ``textbook half``: ``x * cos + rotate_half(x) * sin`` with ``cos``/``sin`` duplicated to ``head_dim`` in ``x``'s
