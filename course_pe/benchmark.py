@@ -431,7 +431,7 @@ def page_faults(fn: Callable[[], object], *, calls: int = 5) -> float | None:
     return float(_quantile(counts, 0.5))
 
 
-#: ATen operations that make a view, read metadata or allocate memory: on a GPU none of them launches a kernel.
+#: ATen operations that make a view, read metadata or allocate memory; on a GPU none of them launches a kernel.
 NO_KERNEL_OPERATIONS = frozenset({
     "aten.slice.Tensor", "aten.view.default", "aten.unsqueeze.default", "aten.expand.default", "aten.select.int",
     "aten.alias.default", "aten.t.default", "aten.transpose.int", "aten.as_strided.default",
@@ -440,7 +440,7 @@ NO_KERNEL_OPERATIONS = frozenset({
     "aten.empty.memory_format", "aten.empty_strided.default", "aten.lift_fresh.default", "aten.sym_size.int",
     "aten.sym_stride.int", "aten.is_same_size.default",
 })
-#: ATen operations that copy a value back to the host: on a GPU each waits for the device to finish its queue.
+#: ATen operations that copy a value back to the host; on a GPU each waits for the device to finish its queue.
 HOST_READ_OPERATIONS = frozenset({"aten._local_scalar_dense.default", "aten.equal.default", "aten.is_nonzero.default",
                                   "aten.item.default"})
 
