@@ -1,6 +1,6 @@
 """Rehearse an instructor's term: a class of N students (120 by default) through every assignment of the book.
 
-    python tools/rehearse_term.py OUT [--students 120] [--chapters relative,generation] [--jobs 2] [--book-root .]
+    python tools/rehearse_term.py OUT [--students 120] [--chapters relative,generation] [--jobs 2]
 
 What an instructor does, in order, with the commands of the instructor guide, timed:
 
