@@ -447,7 +447,7 @@ def page_faults_in_fresh_process(setup: str, calls: Mapping[str, str], *, thread
 
     ``setup`` is Python source (a ``str``); ``calls`` maps names (non-empty ``str``) to expressions (``str``), at
     least one; ``threads`` is an integer in ``1 ... 1024``; ``timeout`` the seconds the child may run, in
-    ``(0, 86400]``. The strings are run as code, as :mod:`timeit` runs its statements: pass only your own code.
+    ``(0, 86400]``. The strings are run as code, as ``timeit`` runs its statements: pass only your own code.
     Returns ``{name: faults per call}``, ``None`` where the ``resource`` module does not exist (Windows). A child that
     fails raises :class:`RuntimeError` with its standard error."""
     import json
