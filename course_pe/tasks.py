@@ -480,7 +480,7 @@ class PrefixTask:
     ``task`` is any task object with ``sample``, ``vocab_size``, ``num_outputs`` (and ``causal``); ``full_len`` a
     positive integer, only stored here; ``sample`` refuses ``seq_len > full_len``, and refuses (a ``ValueError``
     naming ``full_len``) a draw whose full-length inputs and targets alone, ``2 * batch_size * full_len`` int64
-    values, exceed the memory budget (:func:`course_pe._validation.memory_budget`), before drawing anything; the
+    values, exceed the memory budget (``course_pe._validation.memory_budget``), before drawing anything; the
     task's own ``sample`` then checks its own limits.
     """
 
