@@ -1,0 +1,140 @@
+"""The grader reproduces the state a graded function sees in the student's kernel (issue 34, red team r2, F1 and F2).
+
+A function that reads a module-level object sees it as the whole notebook left it: filled by later cells in place
+(``cache[d] = ...``, ``cfg.base = ...``, ``steps.append(...)``, a class attribute set), or assigned by a set-up
+function that a later cell calls (``global BASE`` in ``setup()``, ``globals()["BASE"] = ...``). Each of these
+notebooks passes the check cell in the student's kernel; each was graded 0 (``KeyError: 2``, ``NameError: BASE``)
+because the grader ran only the cell that creates the object or defines the set-up function. The selection now also
+takes the cells that change a selected name in place or call the function that assigns it, in notebook order, and
+still leaves out cells that touch nothing the function reads (a training cell, a plot).
+"""
+
+from __future__ import annotations
+
+import linecache
+
+import pytest
+
+from course_pe.coursework import _cells
+from course_pe.coursework.exercises import GRADING_SETUP, check
+from course_pe.coursework.grade import answer_cells, grade_cells
+
+SETUP = "import math\nimport numpy as np\nimport torch\nimport course_pe as cpe"
+#: a correct sinusoidal table that reads its frequencies from ``{freq}`` (an expression of the notebook's state)
+TABLE = ("def sinusoidal_table(num_positions, d_model):\n"
+         "    angles = np.arange(num_positions)[:, None] * {freq}\n"
+         "    table = np.empty((num_positions, d_model))\n"
+         "    table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles)\n"
+         "    return table")
+INV = "1.0 / (10000 ** (np.arange(0, d, 2) / d))"
+CHECK = "print(cpe.exercises.check_sinusoidal_table(sinusoidal_table))"
+TRAINING = ("losses = []\nfor step in range(3):\n    losses.append(step * 0.5)\n"
+            "raise RuntimeError('a training cell must not run in grading')")
+
+#: name -> (cells, the cells the grader must run); every notebook is correct in the student's kernel
+NOTEBOOKS = {
+    # F1: a later cell fills the object in place
+    "F1 dict filled by a later loop (red team's notebook)": (
+        [SETUP, "inv_freq_cache = {}  # d_model -> frequencies",
+         f"for d in range(2, 257, 2):\n    inv_freq_cache[d] = {INV}",
+         TABLE.format(freq="inv_freq_cache[d_model]"), CHECK], [1, 2, 3]),
+    "F1 object attribute set later": (
+        [SETUP, "import types\ncfg = types.SimpleNamespace()", TRAINING, "cfg.base = 10000.0",
+         TABLE.format(freq="cfg.base ** (-np.arange(0, d_model, 2) / d_model)"), CHECK], [1, 3, 4]),
+    "F1 class attribute set later": (
+        [SETUP, "class Config:\n    base = 1.0", "Config.base = 10000.0",
+         TABLE.format(freq="Config.base ** (-np.arange(0, d_model, 2) / d_model)")], [1, 2, 3]),
+    "F1 list appended to": (
+        [SETUP, "bases = []", TRAINING, "bases.append(10000.0)",
+         TABLE.format(freq="bases[-1] ** (-np.arange(0, d_model, 2) / d_model)")], [1, 3, 4]),
+    "F1 augmented item assignment": (
+        [SETUP, "cfg = {'base': 5000.0}", "cfg['base'] *= 2",
+         TABLE.format(freq="cfg['base'] ** (-np.arange(0, d_model, 2) / d_model)")], [1, 2, 3]),
+    "F1 object created in the function's cell, filled later": (
+        ["inv_freq_cache = {}\n" + TABLE.format(freq="inv_freq_cache[d_model]"), TRAINING,
+         f"for d in range(2, 257, 2):\n    inv_freq_cache[d] = {INV}", CHECK], [0, 2]),
+    "F1 filled by a function a later cell calls": (
+        [SETUP, "cache = {}", f"def fill(top):\n    for d in range(2, top, 2):\n        cache[d] = {INV}",
+         "fill(257)", TABLE.format(freq="cache[d_model]")], [1, 2, 3, 4]),
+    "F1 filled before the function's constant is built from it": (
+        [SETUP, "cfg = {}", "cfg['base'] = 10000.0", "BASE = cfg['base']", "cfg['base'] = -1.0  # after BASE",
+         TABLE.format(freq="BASE ** (-np.arange(0, d_model, 2) / d_model)")], [1, 2, 3, 5]),
+    # F2: a set-up function that assigns the global, called in a cell of its own
+    "F2 global set by setup() called later (red team's notebook)": (
+        [SETUP, "def setup(base=10000.0):\n    global BASE\n    BASE = base", "setup()",
+         TABLE.format(freq="BASE ** (-np.arange(0, d_model, 2) / d_model)"), CHECK], [1, 2, 3]),
+    "F2 globals()[...] in a set-up function": (
+        [SETUP, "def setup(base):\n    globals()['BASE'] = base", TRAINING, "setup(10000.0)",
+         TABLE.format(freq="BASE ** (-np.arange(0, d_model, 2) / d_model)")], [1, 3, 4]),
+    "F2 globals()[...] at the top level": (
+        [SETUP, "globals()['BASE'] = 10000.0", TABLE.format(freq="BASE ** (-np.arange(0, d_model, 2) / d_model)")],
+        [1, 2]),
+    "F2 globals().update(...)": (
+        [SETUP, "globals().update(BASE=10000.0)", "globals().update({'HALF': 2})",
+         TABLE.format(freq="BASE ** (-np.arange(0, d_model, HALF) / d_model)")], [1, 2, 3]),
+}
+
+#: changes the function cannot see: these cells must not run
+UNRELATED = {
+    "a change before the name is bound again": (
+        [SETUP, "cfg = {}", "cfg['base'] = -1.0", "cfg = {'base': 10000.0}",
+         TABLE.format(freq="cfg['base'] ** (-np.arange(0, d_model, 2) / d_model)")], [3, 4]),
+    "method calls on an imported module": (
+        ["import torch.nn.functional as F",
+         TABLE.format(freq="F.softmax(torch.zeros(1), 0).item() * 10000.0 ** (-np.arange(0, d_model, 2) / d_model)"),
+         TRAINING.replace("losses.append", "F.relu(torch.ones(1)); losses.append")], [0, 1]),
+    "a training cell that changes other names": (
+        [SETUP, "BASE = 10000.0", TRAINING, TABLE.format(freq="BASE ** (-np.arange(0, d_model, 2) / d_model)")],
+        [1, 3]),
+}
+
+
+def _kernel(sources: list[str]) -> dict:
+    """Run the cells in order as a Jupyter kernel does, skipping the training cells (the student's kernel)."""
+    namespace: dict = {"__name__": "__main__"}
+    for i, source in enumerate([GRADING_SETUP, *sources]):
+        if "training cell" in source:
+            continue
+        filename = f"<cell-state test cell {i}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("case", sorted(NOTEBOOKS))
+def test_the_cells_that_change_what_the_function_reads_are_selected(case):
+    cells, expected = NOTEBOOKS[case]
+    assert answer_cells(cells, ["sinusoidal_table"]) == expected
+
+
+@pytest.mark.parametrize("case", sorted(UNRELATED))
+def test_cells_that_change_nothing_the_function_reads_are_not_selected(case):
+    cells, expected = UNRELATED[case]
+    assert answer_cells(cells, ["sinusoidal_table"]) == expected
+
+
+@pytest.mark.parametrize("case", sorted(NOTEBOOKS))
+def test_the_notebook_passes_its_check_in_the_kernel(case):
+    """The premise: in the student's kernel each notebook's function is correct."""
+    cells, _ = NOTEBOOKS[case]
+    namespace = _kernel([c for c in cells if c != CHECK])
+    assert check("sinusoidal_table", namespace["sinusoidal_table"]).passed
+
+
+def test_the_grader_gives_these_notebooks_full_marks():
+    """End to end in the sandbox: every notebook above scores 1/1 (each scored 0 before: KeyError, NameError,
+    AttributeError), and the training cell (which raises) never runs."""
+    failures = {}
+    for case, (cells, _) in {**NOTEBOOKS, **UNRELATED}.items():
+        report = grade_cells(list(cells), "sinusoidal", exercises=["sinusoidal_table"], seed=7)
+        if report.score != 1 or report.cell_errors:
+            failures[case] = report.text()
+    assert not failures, failures
+
+
+def test_changers_are_bounded_like_names():
+    """Many cells changing many names in place: the selection stays capped and says so."""
+    cells = [f"H{k} = {{}}" for k in range(60)] + [f"H{k}['x'] = {k}" for k in range(60)]
+    cells.append("def t5_bucket(r):\n    return " + " + ".join(f"H{k}['x']" for k in range(60)))
+    selection = _cells.select_cells(cells, ["t5_bucket"])
+    assert len(selection.cells) == _cells.MAX_ANSWER_CELLS and selection.truncated
