@@ -138,3 +138,48 @@ def test_changers_are_bounded_like_names():
     cells.append("def t5_bucket(r):\n    return " + " + ".join(f"H{k}['x']" for k in range(60)))
     selection = _cells.select_cells(cells, ["t5_bucket"])
     assert len(selection.cells) == _cells.MAX_ANSWER_CELLS and selection.truncated
+
+
+# ----------------------------------------------------------------------------- F5: the check looks where the grader does
+
+SLOPES = ("def alibi_slopes(num_heads):\n"
+          "    closest = 2 ** math.floor(math.log2(num_heads))\n"
+          "    powers = lambda m: [2 ** (-8 * (k + 1) / m) for k in range(m)]\n"
+          "    return powers(closest) + powers(2 * closest)[0::2][: num_heads - closest]\n")
+HYPOTHESIS_TABLE = TABLE.format(freq="10000.0 ** (-np.arange(0, d_model, 2) / d_model)") + (
+    "\n\nfrom hypothesis import given, strategies as st\n\n"
+    "@given(st.integers(1, 20), st.integers(1, 8))\n"
+    "def test_rows_have_unit_pairs(n, half):\n"
+    "    t = sinusoidal_table(n, 2 * half)\n"
+    "    assert np.allclose(t[:, 0::2] ** 2 + t[:, 1::2] ** 2, 1.0)\n\n"
+    "test_rows_have_unit_pairs()\n")
+#: name -> (exercise, chapter, the cell, whether the check and the grader pass it)
+SELF_TESTS = {
+    "F5 a hypothesis test after the def (red team)": ("sinusoidal_table", "sinusoidal", HYPOTHESIS_TABLE, True),
+    "F5 a comparison with the library after the def (red team)": (
+        "alibi_slopes", "relative",
+        SLOPES + "\n# my own sanity check against the library\n"
+                 "assert np.allclose(alibi_slopes(12), cpe.alibi_slopes(12, dtype=torch.float64).numpy())\n", True),
+    # what the function reaches is still refused, by both
+    "the library before the def": (
+        "alibi_slopes", "relative",
+        "print(cpe.alibi_slopes(4, dtype=torch.float64))\n" + SLOPES, False),
+    "a table precomputed with the library after the def": (
+        "alibi_slopes", "relative",
+        "def alibi_slopes(num_heads):\n    return TABLE[num_heads]\n\n"
+        "TABLE = {n: cpe.alibi_slopes(n, dtype=torch.float64).tolist() for n in range(1, 5000)}\n", False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SELF_TESTS))
+def test_the_check_and_the_grader_agree_on_self_tests_in_the_answer_cell(case):
+    """F5: a correct answer whose cell also holds a self-test after the ``def`` (a hypothesis test, an assert
+    against the library) failed the check (its static scan read the whole cell: "hypothesis is not available", "calls
+    cpe.alibi_slopes") while the grader, which runs the cell, gave full marks. The check now scans what decides the
+    grader's result: the statements before the def, the def, and what the function reads that is set later."""
+    exercise, chapter, cell, passes = SELF_TESTS[case]
+    namespace = _kernel([SETUP, cell])
+    verdict = check(exercise, namespace[exercise])
+    assert verdict.passed is passes, str(verdict)
+    report = grade_cells([SETUP, cell], chapter, exercises=[exercise], seed=7)
+    assert (report.score == 1) is passes, report.text()
