@@ -146,13 +146,18 @@ SLOPES = ("def alibi_slopes(num_heads):\n"
           "    closest = 2 ** math.floor(math.log2(num_heads))\n"
           "    powers = lambda m: [2 ** (-8 * (k + 1) / m) for k in range(m)]\n"
           "    return powers(closest) + powers(2 * closest)[0::2][: num_heads - closest]\n")
-HYPOTHESIS_TABLE = TABLE.format(freq="10000.0 ** (-np.arange(0, d_model, 2) / d_model)") + (
-    "\n\nfrom hypothesis import given, strategies as st\n\n"
-    "@given(st.integers(1, 20), st.integers(1, 8))\n"
-    "def test_rows_have_unit_pairs(n, half):\n"
-    "    t = sinusoidal_table(n, 2 * half)\n"
-    "    assert np.allclose(t[:, 0::2] ** 2 + t[:, 1::2] ** 2, 1.0)\n\n"
-    "test_rows_have_unit_pairs()\n")
+#: the red team's cell (its test's local ``t`` is also the function's local name)
+HYPOTHESIS_TABLE = ("def sinusoidal_table(n, d):\n"
+                    "    pos = np.arange(n)[:, None]\n"
+                    "    w = 10000.0 ** (-np.arange(0, d, 2) / d)\n"
+                    "    t = np.zeros((n, d)); t[:, 0::2] = np.sin(pos*w); t[:, 1::2] = np.cos(pos*w)\n"
+                    "    return t\n\n"
+                    "from hypothesis import given, strategies as st\n\n"
+                    "@given(st.integers(1, 50), st.integers(1, 32))\n"
+                    "def test_rows_have_unit_pairs(n, half):\n"
+                    "    t = sinusoidal_table(n, 2 * half)\n"
+                    "    assert np.allclose(t[:, 0::2] ** 2 + t[:, 1::2] ** 2, 1.0)\n\n"
+                    "test_rows_have_unit_pairs()")
 #: name -> (exercise, chapter, the cell, whether the check and the grader pass it)
 SELF_TESTS = {
     "F5 a hypothesis test after the def (red team)": ("sinusoidal_table", "sinusoidal", HYPOTHESIS_TABLE, True),
@@ -164,6 +169,12 @@ SELF_TESTS = {
     "the library before the def": (
         "alibi_slopes", "relative",
         "print(cpe.alibi_slopes(4, dtype=torch.float64))\n" + SLOPES, False),
+    "a module grading lacks, imported after the def and used by it": (
+        "sinusoidal_table", "sinusoidal",
+        "def sinusoidal_table(n, d):\n    st.integers(1, 2)\n"
+        "    return np.stack([np.sin(np.arange(n)[:, None] * 10000.0 ** (-np.arange(0, d, 2) / d)),\n"
+        "                     np.cos(np.arange(n)[:, None] * 10000.0 ** (-np.arange(0, d, 2) / d))], -1).reshape(n, d)\n"
+        "\nfrom hypothesis import strategies as st\n", False),
     "a table precomputed with the library after the def": (
         "alibi_slopes", "relative",
         "def alibi_slopes(num_heads):\n    return TABLE[num_heads]\n\n"

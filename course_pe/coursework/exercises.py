@@ -669,16 +669,25 @@ def _home_module(obj: Any) -> str | None:
 
 
 def _bound_names(node: ast.AST) -> set[str]:
-    """The names a top-level statement binds (assignment and loop targets, ``def``, ``class``, imports, ``with ...
-    as``, walrus), looked for anywhere in it."""
+    """The module-level names a top-level statement binds (assignment and loop targets, ``def``, ``class``, imports,
+    ``with ... as``, walrus; not the local variables of the functions, lambdas and classes it defines)."""
     names: set[str] = set()
-    for n in ast.walk(node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+            if n is not node:
+                continue
+            names |= {g for m in ast.walk(n) if isinstance(m, ast.Global) for g in m.names}
+            continue
+        if isinstance(n, ast.Lambda):
+            continue
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
             names.add(n.id)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(n.name)
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
+        stack.extend(ast.iter_child_nodes(n))
     return names
 
 
