@@ -194,3 +194,17 @@ def test_the_check_and_the_grader_agree_on_self_tests_in_the_answer_cell(case):
     assert verdict.passed is passes, str(verdict)
     report = grade_cells([SETUP, cell], chapter, exercises=[exercise], seed=7)
     assert (report.score == 1) is passes, report.text()
+
+
+def test_a_set_up_function_no_cell_calls_is_explained():
+    """F2's other side: a ``global`` assigned by a set-up function that no cell calls does not exist in the kernel
+    either; the NameError is explained (the name is reported as unresolved), and the D5 notebook (the call in the
+    same cell) still counts as defining it."""
+    cells = [SETUP, "def setup(base=10000.0):\n    global BASE\n    BASE = base",
+             TABLE.format(freq="BASE ** (-np.arange(0, d_model, 2) / d_model)")]
+    selection = _cells.select_cells(cells, ["sinusoidal_table"])
+    assert selection.cells == [1, 2] and selection.unresolved == ["BASE"]
+    report = grade_cells(cells, "sinusoidal", exercises=["sinusoidal_table"], seed=7)
+    assert report.score == 0 and "call the set-up function that sets it (`global BASE`)" in report.text()
+    called_here = [SETUP, cells[1] + "\nsetup()", cells[2]]
+    assert _cells.select_cells(called_here, ["sinusoidal_table"]).unresolved == []

@@ -146,6 +146,7 @@ class CellNames:
     calls: set[str] = field(default_factory=set)
     imported: set[str] = field(default_factory=set)
     touches: dict[str, set[str]] = field(default_factory=dict)
+    through_functions: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -524,6 +525,8 @@ def analyse(source: str) -> CellNames | None:
     names = walker.names
     names.stored, names.methods, names.calls = stored, methods, calls
     names.defines |= through_globals  # globals()["NAME"] = ... at the top level binds NAME
+    # names that only calling one of its functions assigns (a set-up function's ``global``)
+    names.through_functions = names.defines - walker.bound - through_globals
     return names
 
 
@@ -600,6 +603,7 @@ def select_cells(sources: list[str], functions: list[str], limit: int = MAX_ANSW
 
     known_changers: dict[str, list[tuple[int, bool]]] = {}
     known_callers: dict[str, list[int]] = {}
+    known_setter_calls: dict[str, list[int]] = {}
 
     def callers(function: str) -> list[int]:
         """The cells that call ``function`` at their top level."""
@@ -623,11 +627,23 @@ def select_cells(sources: list[str], functions: list[str], limit: int = MAX_ANSW
                 elif name in names.methods:
                     found[i] = True
                 setters += [f for f, touched in names.touches.items() if name in touched]
+            calling: set[int] = set()
             for function in setters[:MAX_NAMES]:
                 for i in callers(function):
                     found[i] = False
+                    calling.add(i)
             known_changers[name] = sorted(found.items())
+            known_setter_calls[name] = sorted(calling)
         return known_changers[name]
+
+    def never_assigned(name: str, definer: int) -> bool:
+        """Whether ``definer`` defines ``name`` only through a function of it (``global``) that no cell calls from
+        ``definer`` on: in the kernel the name would not exist either (or came from a deleted cell)."""
+        names = names_of(definer)
+        if names is None or name not in names.through_functions:
+            return False
+        changers(name)
+        return not any(i >= definer for i in known_setter_calls.get(name, []))
 
     def changed_after(name: str, definer: int, end: int, reader: int) -> list[int]:
         """The cells after ``definer`` and before ``end`` that change what ``name`` refers to: in a student's kernel
@@ -688,6 +704,8 @@ def select_cells(sources: list[str], functions: list[str], limit: int = MAX_ANSW
                 continue
             if choose(pick):
                 queue.append(pick)
+            if never_assigned(name, pick):
+                unresolved.add(name)  # explained to the student if the function then raises NameError
             # the cells that then change it in place (or call the set-up function that assigns it), in order
             end = j if at_top and pick < j else len(sources)
             for i in changed_after(name, pick, end, j):

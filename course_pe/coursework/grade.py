@@ -398,7 +398,8 @@ def _explain(text: str, unresolved: list[str]) -> str:
     name = match.group(1)
     return (f"{text} (grading runs only the cells that define the exercise's functions and the cells that define, at "
             f"their top level, the names those use; no code cell defines `{name}` at its top level: define it in "
-            "the function's cell or in a cell of its own)")
+            "the function's cell or in a cell of its own, or call the set-up function that sets it (`global "
+            f"{name}`) in a cell of its own)")
 
 
 def _clean(text: str, limit: int = 300) -> str:
