@@ -9,10 +9,12 @@ Compared, on the same input and the same precomputed tables where they take tabl
 
 * ``clone``: ``x.clone()``: allocate a tensor of ``x``'s size, read ``x`` once and write it once. On a GPU PyTorch's
   caching allocator makes the allocation almost free, and a clone runs at the memory bandwidth. On the CPU the
-  allocation is part of its time, and what it costs depends on the C library: glibc serves blocks at or above its
-  mmap threshold with fresh pages from the operating system, page-faulted in on first write, and that threshold
-  never rises beyond 32 MiB on a 64-bit system, so a clone of 32 MiB or more is a fresh mapping at every call, one of
-  31 MiB is recycled (:func:`page_faults` counts it);
+  allocation is part of its time, and what it costs depends on the C library: glibc serves a request from free memory
+  its heap holds when a piece is large enough, and otherwise maps a block at or above its mmap threshold with fresh
+  pages from the operating system, page-faulted in on first write; the threshold rises to the size of a freed mapped
+  block but never beyond 32 MiB on a 64-bit system, so in a fresh process a clone of 32 MiB or more is a fresh mapping
+  at every call, and one of 31 MiB, after the first, usually comes from the heap (when the heap has room to grow;
+  :func:`page_faults_in_fresh_process` counts both);
 * ``copy into preallocated``: ``out.copy_(x)`` into a tensor allocated once: one pass without the allocation, the
   reference that does not depend on the allocator;
 * ``textbook half``: ``x * cos + rotate_half(x) * sin`` with ``cos``/``sin`` duplicated to ``head_dim`` in ``x``'s
@@ -38,7 +40,7 @@ since there the launches and the Python around them are the cost. The bytes each
 
 What costs time. On the CPU, elementwise code on a tensor of 32 MiB pays for three things: passes over memory (each
 kernel reads and writes its operands), fresh allocations (with glibc, a temporary of 32 MiB or more is a new mapping
-whose pages fault in on first write), and the threads (every kernel splits its work between the threads and waits for
+whose pages fault in on first write, unless the heap already holds a free chunk that large), and the threads (every kernel splits its work between the threads and waits for
 all of them at its end, so on a busy machine many small kernels lose more than a few large ones). ``apply_rope``'s half layout runs four kernels on half-width views that
 write into one output (three reads and two writes per element of ``x``, one allocation); the textbook formula five
 kernels and five allocations. On a GPU, every kernel is a launch (microseconds each, which dominates a decoding step;
@@ -55,7 +57,7 @@ import contextlib
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -95,6 +97,7 @@ __all__ = [
     "format_report",
     "measure_allocation",
     "page_faults",
+    "page_faults_in_fresh_process",
     "ratio_quantiles",
     "rotate_half",
     "run_decode_benchmark",
@@ -411,8 +414,8 @@ def measure_allocation(fn: Callable[[], object]) -> tuple[int, int]:
 def page_faults(fn: Callable[[], object], *, calls: int = 5) -> float | None:
     """Minor page faults of one call of ``fn`` (the median over ``calls`` calls, after a warm-up call): how many
     pages of fresh memory the call touched for the first time. Where the C library hands back memory it already
-    holds, a call faults almost no page; where it maps fresh memory from the operating system (glibc does for blocks
-    of 32 MiB and more), every 4 KiB page written faults once. Counted for the whole process
+    holds, a call faults almost no page; where it maps fresh memory from the operating system (glibc does for a block
+    of 32 MiB or more when its heap holds no free chunk that large), every 4 KiB page written faults once. Counted for the whole process
     (``resource.getrusage``), so PyTorch's worker threads are included; ``None`` where the ``resource`` module does
     not exist (Windows). ``fn`` is a callable of no arguments, ``calls`` an integer in ``1 ... 1000``."""
     if not callable(fn):
@@ -431,7 +434,61 @@ def page_faults(fn: Callable[[], object], *, calls: int = 5) -> float | None:
     return float(_quantile(counts, 0.5))
 
 
-#: ATen operations that make a view, read metadata or allocate memory: on a GPU none of them launches a kernel.
+def page_faults_in_fresh_process(setup: str, calls: Mapping[str, str], *, threads: int = 2,
+                                 timeout: float = 600.0) -> dict[str, float | None]:
+    """Page faults per call (:func:`page_faults`, the median of 5 calls after a warm-up call) of each expression in
+    ``calls``, measured in a fresh Python process that first imports ``torch`` (with ``threads`` threads),
+    ``course_pe as cpe`` and ``page_faults`` and ``rotate_half`` from this module, then runs the statements ``setup``.
+
+    Why a fresh process: glibc's ``malloc`` first serves a request from free memory the heap already holds (a free
+    chunk in its bins, or the top of the heap) when one is large enough, and only otherwise maps fresh pages at or
+    above its mmap threshold. In a long-lived process (a notebook kernel) what earlier code freed decides whether a
+    block of 32 MiB faults its pages in; a fresh process has a known history.
+
+    ``setup`` is Python source (a ``str``); ``calls`` maps names (non-empty ``str``) to expressions (``str``), at
+    least one; ``threads`` is an integer in ``1 ... 1024``; ``timeout`` the seconds the child may run, in
+    ``(0, 86400]``. The strings are run as code, as :mod:`timeit` runs its statements: pass only your own code.
+    Returns ``{name: faults per call}``, ``None`` where the ``resource`` module does not exist (Windows). A child that
+    fails raises :class:`RuntimeError` with its standard error."""
+    import json
+    import subprocess
+    import sys
+
+    setup = check_str("setup", setup)
+    if not isinstance(calls, Mapping):
+        raise TypeError(f"calls must be a mapping of names to expressions, got {type(calls).__name__}")
+    if not calls:
+        raise ValueError("calls must hold at least one expression")
+    for name, call in calls.items():
+        check_str("a name in calls", name)
+        check_str(f"calls[{name!r}]", call)
+        if not name:
+            raise ValueError("the names in calls must not be empty")
+        try:
+            compile(call, "<call>", "eval")
+        except SyntaxError as error:
+            raise ValueError(f"calls[{name!r}] is not a Python expression: {call!r}") from error
+    try:
+        compile(setup, "<setup>", "exec")
+    except SyntaxError as error:
+        raise ValueError(f"setup is not Python source: {error}") from error
+    threads = check_int("threads", threads, minimum=1, maximum=1024)
+    timeout = check_float("timeout", timeout, minimum=0.0, maximum=86400.0, strict_minimum=True)
+    lines = [
+        "import json, torch, course_pe as cpe",
+        "from course_pe.benchmark import page_faults, rotate_half",
+        f"torch.set_num_threads({threads})",
+        setup,
+        "print(json.dumps({" + ", ".join(f"{name!r}: page_faults(lambda: {call})" for name, call in calls.items())
+        + "}))",
+    ]
+    done = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"the fresh process failed (exit status {done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+#: ATen operations that make a view, read metadata or allocate memory; on a GPU none of them launches a kernel.
 NO_KERNEL_OPERATIONS = frozenset({
     "aten.slice.Tensor", "aten.view.default", "aten.unsqueeze.default", "aten.expand.default", "aten.select.int",
     "aten.alias.default", "aten.t.default", "aten.transpose.int", "aten.as_strided.default",
@@ -440,7 +497,7 @@ NO_KERNEL_OPERATIONS = frozenset({
     "aten.empty.memory_format", "aten.empty_strided.default", "aten.lift_fresh.default", "aten.sym_size.int",
     "aten.sym_stride.int", "aten.is_same_size.default",
 })
-#: ATen operations that copy a value back to the host: on a GPU each waits for the device to finish its queue.
+#: ATen operations that copy a value back to the host; on a GPU each waits for the device to finish its queue.
 HOST_READ_OPERATIONS = frozenset({"aten._local_scalar_dense.default", "aten.equal.default", "aten.is_nonzero.default",
                                   "aten.item.default"})
 

@@ -381,6 +381,30 @@ LABELS_ZH: dict[str, str] = {
     r"Normalised dot product $\mathrm{{PE}}(p) \cdot \mathrm{{PE}}(p+k)\,/\,(d_{{\mathrm{{model}}}}/2)$":
         r"归一化点积 $\mathrm{{PE}}(p) \cdot \mathrm{{PE}}(p+k)\,/\,(d_{{\mathrm{{model}}}}/2)$",
     r"offset $k$ (positions)": r"偏移量 $k$（位置）",
+    # book/part3/context_extension.ipynb
+    "interpolation": "插值",
+    "Llama 3.1 rule": "Llama 3.1 规则",
+    "plain RoPE": "普通 RoPE",
+    "{method} (attention factor {factor:.3f})": "{method}（注意力因子 {factor:.3f}）",
+    "dynamic NTK at length {n}": "动态 NTK，长度 {n}",
+    "Frequency scaling, d = {d}, L = {L}, s = {s:g}": "频率缩放，d = {d}，L = {L}，s = {s:g}",
+    "pair index i (fast → slow)": "维度对下标 i（由快到慢）",
+    "swept in training (offsets 0 to {last})": "训练中扫过（偏移量 0 到 {last}）",
+    "{method} at {s:g}L": "{method}，在 {s:g}L 处",
+    "largest angle (turns, at most 1)": "最大角度（圈，至多 1）",
+    "Angles swept in training and reached at {s:g}L, d = {d}, b = {base:g}, L = {L}":
+        "训练中扫过的角度与在 {s:g}L 处到达的角度，d = {d}，b = {base:g}，L = {L}",
+    # book/part4/todays_models.ipynb
+    r"pair index $i$ (fast → slow)": r"维度对下标 $i$（由快到慢）",  # no arrow: around MathText, no fallback font draws it
+    r"wavelength $\lambda_i = 2\pi b^{{2i/d}}$ (positions)": r"波长 $\lambda_i = 2\pi b^{{2i/d}}$（位置数）",
+    r"Wavelength of each pair; dotted: training length $L$": r"每个维度对的波长；点线：训练长度 $L$",
+    "2-D RoPE (b = 100)": "二维 RoPE（b = 100）",
+    "1-D RoPE on the flattened index (b = 100)": "展平下标上的一维 RoPE（b = 100）",
+    "key column": "键所在列",
+    "key row": "键所在行",
+    "Score of a query at the centre (x) with every key; q = k = 1, so each pair adds 2 cos(angle difference)":
+        "中心处查询（x）与每个键的分数；q = k = 1，所以每个维度对贡献 2 cos(角度差)",
+    "score with the query (x)": "与查询（x）的分数",
 }
 
 LANGUAGES = ("en", "zh_CN")

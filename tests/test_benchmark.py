@@ -1,11 +1,13 @@
 """The benchmark's reference implementations, its ratios and its report (no timing limits asserted)."""
 
 import math
+import os
+import platform
 
 import pytest
 import torch
 
-from course_pe import apply_rope
+from course_pe import apply_rope, benchmark
 from course_pe import rope_cos_sin as cpe_cos_sin
 from course_pe import rope_frequencies as cpe_frequencies
 from course_pe.benchmark import (
@@ -225,3 +227,24 @@ def test_decode_benchmark_rows_and_checks():
 def test_bfloat16_rows_are_checked_against_the_float64_rotation():
     rows = run_rope_benchmark((1, 2, 16, 8), repeats=1, dtype=torch.bfloat16)
     assert [r.name for r in rows] == NAMES
+
+
+def test_page_faults_in_a_fresh_process_follow_glibc():
+    """In a fresh process with glibc's defaults, every 32 MiB clone is a fresh mapping (one fault per page, or per
+    2 MiB with huge pages) and the copy into a tensor allocated once faults nothing. Whether later 31 MiB clones come
+    from the heap depends on its room to grow, which glibc does not promise: only counted. Elsewhere only the shape of
+    the answer is checked."""
+    faults = benchmark.page_faults_in_fresh_process(
+        "small, large = torch.randn(1, 31, 2048, 128), torch.randn(1, 32, 2048, 128)\nout = torch.empty_like(large)",
+        {"clone 31": "small.clone()", "clone 32": "large.clone()", "copy 32": "out.copy_(large)"}, threads=1)
+    assert set(faults) == {"clone 31", "clone 32", "copy 32"}
+    glibc_defaults = platform.libc_ver()[0] == "glibc" and not any(
+        key.startswith("MALLOC_") or key in ("GLIBC_TUNABLES", "LD_PRELOAD") for key in os.environ)
+    if glibc_defaults:
+        assert faults["clone 32"] >= 16
+        assert faults["copy 32"] * 10 <= faults["clone 32"] and faults["clone 31"] >= 0
+
+
+def test_page_faults_in_a_fresh_process_reports_a_failing_child():
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        benchmark.page_faults_in_fresh_process("y = 1 / 0", {"one": "1"})

@@ -629,3 +629,24 @@ def test_the_stored_h200_measurement_is_its_report():
               if len(c) == 2 and re.fullmatch(r"[0-9]+", c[1])}
     assert [r["us_per_call"] for r in data["decode"]["rows"]] == list(decode.values()) == [56, 579, 572]
     assert "783 ATen operations" in report and data["breakdown_bf16"]["aten_operations_seq_8192_8_heads"]["half"] == 783
+
+
+def test_a_cpu_session_never_imports_triton():
+    """Triton is imported only where the fused kernel could run (CUDA, or Triton's interpreter): the grader's
+    environment has no Triton, and make test installs it here, so importing it on the CPU made the grading
+    environment's packages differ from what grading loads (tests/test_gradescope.py)."""
+    import subprocess
+    import sys
+
+    program = (
+        "import os, sys\n"
+        "os.environ.pop('TRITON_INTERPRET', None)\n"
+        "import torch, course_pe as cpe\n"
+        "x = torch.randn(1, 2, 8, 8, requires_grad=True)\n"
+        "cpe.apply_rope(x, layout='half').sum().backward()\n"
+        "cpe.RotaryEmbedding(8)(x.detach())\n"
+        "assert 'triton' not in sys.modules and 'course_pe._rope_triton' not in sys.modules, "
+        "sorted(m for m in sys.modules if 'triton' in m)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]

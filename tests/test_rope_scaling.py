@@ -682,3 +682,15 @@ def test_rope_config_summary():
     assert rope_config_from_hf({"head_dim": 64}).summary(training_length=100)["training_length"] == 100
     with pytest.raises(ValueError, match="training_length"):
         rope_config_from_hf({"head_dim": 64}).summary()
+
+
+@pytest.mark.parametrize("ratio", [1, 500, 10000.0])
+def test_reader_refuses_glm_rope_ratio(ratio):
+    """THUDM's GLM-4 configurations multiply the base by ``rope_ratio`` in their own code; reading the other keys
+    would silently give base 10000, so the reader refuses the key (even at 1, where the base would be right, because
+    the rotated width is also set by that code), naming it and the conversion to use."""
+    config = {"hidden_size": 4096, "num_attention_heads": 32, "rope_ratio": ratio, "seq_length": 131072}
+    with pytest.raises(ValueError, match=r"^config has 'rope_ratio' \(.*\).*base = 10000 \* rope_ratio.*GlmConfig"):
+        rope_config_from_hf(config)
+    del config["rope_ratio"]
+    assert rope_config_from_hf(config).base == 10000.0  # what would have come back without the check

@@ -201,14 +201,14 @@ def test_the_kernel_addresses_tensors_of_2_31_elements_and_more():
 import os
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, course_pe as cpe
-from course_pe import rope
+from course_pe import rope, _rope_triton
 stride = 2**30 + 64
 storage = torch.empty(2 * stride + 8, dtype=torch.float16)  # 4 GiB of address space; only 24 values are written
 x = storage.as_strided((3, 1, 1, 8), (stride, 8, 8, 1))
 x.copy_(torch.randn(3, 1, 1, 8, generator=torch.Generator().manual_seed(0)).half())
 launches = []
-launch = cpe._rope_triton._launch
-cpe._rope_triton._launch = lambda *a, **k: launches.append(1) or launch(*a, **k)
+launch = _rope_triton._launch
+_rope_triton._launch = lambda *a, **k: launches.append(1) or launch(*a, **k)
 fused = cpe.apply_rope(x, offset=5, layout="half")
 rope._FUSED_ENABLED = False
 reference = cpe.apply_rope(x, offset=5, layout="half")

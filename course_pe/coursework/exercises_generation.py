@@ -26,7 +26,7 @@ from .exercises import FLOAT_DTYPES, HIDDEN_CASES, Case, _register, _t5_bounds, 
 
 __all__ = ["HARNESS", "TOLERANCE"]
 
-#: The exercise's tolerance (stated in its text): the bias entries are copied from the layer's table, so a float32
+#: The exercise's tolerance, as its text states it. The bias entries are copied from the layer's table, so a float32
 #: copy of values of order 1 to 4 is off by at most about 2.4e-7.
 TOLERANCE = 1e-6
 

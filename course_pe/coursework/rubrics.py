@@ -262,7 +262,8 @@ _ALL = [
        (1, "Hence ALiBi is a recency bias: good for local tasks, possibly harmful for long-range retrieval.")),
     _r("ex-extrap-learned-rows", "extrapolation", "experiment",
        (1.5, "The prediction: copied rows make every later position look like position L, so the loss beyond L stays "
-             "high (possibly below the random-row case, as the inputs are in-distribution)."),
+             "high; whether it ends below or above the random-row case is open (the chapter has not measured it), and "
+             "either direction with a reason earns the points."),
        (1.5, "The experiment is run (row L copied into the later rows of a trained model) and the measured loss is "
              "compared with the prediction.")),
     # --------------------------------------------------------------- Part III: extending the context
@@ -308,6 +309,12 @@ _ALL = [
              "result); appended rows are useless until trained."),
        (1.5, "So either extension needs training at the new length; without it, 512-token windows keep the model "
              "within its trained positions.")),
+    _r("ex-lb-bos-row", "learned_beyond", "experiment",
+       (1.5, "The variant is built: row 0 of the trained table kept exactly, rows 1 to 32 interpolated alone to 128 "
+             "rows (linear, align_corners=True), 129 rows in all."),
+       (1.5, "Zero-shot loss within and beyond L measured for the three seeds beside the chapter's interpolated table; "
+             "the BOS row's share of the damage within L stated from the per-seed differences, whatever their size, "
+             "and whether it holds in every seed.")),
     # --------------------------------------------------------------- Part IV: today's models
     _r("ex-today-critical", "todays_models", "computation",
        (1.5, "The formula with d = 128, b = 10^4, L = 8192 gives the number of complete pairs, confirmed with "
