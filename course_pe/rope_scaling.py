@@ -750,15 +750,16 @@ class RopeConfig:
         when the configuration has no ``max_position_embeddings``; 1.0 for most types).
 
         The layout (``"half"`` or ``"interleaved"``) is not in a configuration: it belongs to the modelling code that
-        loads the checkpoint, so the summary cannot give it. ``training_length`` must be a positive integer; a
-        ``ValueError`` says so when none can be found.
+        loads the checkpoint, so the summary cannot give it. ``training_length`` must be an integer in ``1 ...
+        2**53 + 1`` (positions 0 ... 2**53, like ``seq_len`` of :func:`rope_frequencies`); a ``ValueError`` says so
+        when none can be found.
         """
         if training_length is None:
             training_length = getattr(self.scaling, "original_max_positions", None) or self.max_positions
             if training_length is None:
                 raise ValueError("the configuration gives no training length (no original_max_position_embeddings or "
                                  "max_position_embeddings): pass training_length")
-        training_length = check_positive_int("training_length", training_length)
+        training_length = check_int("training_length", training_length, minimum=1, maximum=2**53 + 1)
         plain, _ = rope_frequencies(self.rotary_dim, base=self.base, dtype=torch.float64)
         _, attention_factor = self.frequencies(seq_len=self.max_positions or training_length, dtype=torch.float64)
         return {

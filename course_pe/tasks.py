@@ -478,7 +478,10 @@ class PrefixTask:
     consumes a different amount of the generator).
 
     ``task`` is any task object with ``sample``, ``vocab_size``, ``num_outputs`` (and ``causal``); ``full_len`` a
-    positive integer; ``sample`` refuses ``seq_len > full_len``.
+    positive integer, only stored here; ``sample`` refuses ``seq_len > full_len``, and refuses (a ``ValueError``
+    naming ``full_len``) a draw whose full-length inputs and targets alone, ``2 * batch_size * full_len`` int64
+    values, exceed the memory budget (:func:`course_pe._validation.memory_budget`), before drawing anything; the
+    task's own ``sample`` then checks its own limits.
     """
 
     task: object
@@ -503,9 +506,13 @@ class PrefixTask:
 
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator | None = None) -> Batch:
         """The first positions of ``batch_size`` sequences drawn at ``full_len`` (see the class)."""
+        batch_size = check_positive_int("batch_size", batch_size)
         seq_len = check_positive_int("seq_len", seq_len)
         if seq_len > self.full_len:
             raise ValueError(f"seq_len ({seq_len}) exceeds the full length ({self.full_len}) the prefixes are cut from")
+        # the full-length draw is made before it is cut: its inputs and targets (int64) at least must fit
+        check_memory("batch_size and full_len", 2 * 8 * numel(batch_size, self.full_len),
+                     f"drawing {batch_size} sequences of full_len {self.full_len} to cut prefixes of {seq_len}")
         full = self.task.sample(batch_size, self.full_len, generator)  # type: ignore[attr-defined]
         keep = full.inputs.shape[1] - (self.full_len - seq_len)
         if keep < 1:

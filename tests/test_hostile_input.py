@@ -92,6 +92,11 @@ SIZES: dict[str, tuple] = {
     "long_context_eval.sliding_window_report": ("seq_len", "batch_size", "num_batches"),
     "training.evaluate_seeds": ("seq_len", "batch_size", "num_batches"),
     "reproducibility.set_determinism": ("threads",),
+    "benchmark.page_faults": ("calls",),  # a loop count, at most 1000
+    "benchmark.page_faults_in_fresh_process": ("threads",),  # torch threads of the child, at most 1024
+    "long_context_eval.passkey_accuracy_by_distance": ("seq_len", "num_sequences"),
+    "rope_scaling.complete_turn_pairs": ("rotary_dim",),  # the frequencies of rotary_dim / 2 pairs are built
+    "tasks.PrefixTask.sample": ("batch_size", "seq_len"),
 }
 
 #: Sizes hidden in a container argument: case -> argument -> huge values.
@@ -178,6 +183,19 @@ NOT_SIZES: dict[str, str] = {
     "long_context_eval.sliding_window_report.seed": "a seed, bounded by 2**63 - 1",
     "long_context_eval.window_forward_bytes.length": "an estimate in bytes: nothing is allocated",
     "long_context_eval.window_forward_bytes.batch": "an estimate in bytes: nothing is allocated",
+    "long_context_eval.passkey_accuracy_by_distance.chunk": "a batch bound: at most the num_sequences x distances "
+                                                            "sequences run at once, and that forward pass is checked "
+                                                            "against the budget",
+    "long_context_eval.passkey_accuracy_by_distance.seed": "a seed, bounded by 2**63 - 1",
+    "rope_scaling.RopeConfig.summary.training_length": "a length compared with wavelengths in a formula; nothing is "
+                                                        "allocated (bounded by 2**53 + 1, like positions)",
+    "rope_scaling.complete_turn_pairs.length": "a length compared with wavelengths in a formula; nothing is allocated",
+    "tasks.PrefixTask.full_len": "stored; PrefixTask.sample checks the memory of the full-length draw (naming "
+                                 "full_len) before drawing (test_prefix_task_refuses_a_huge_full_len)",
+    "written.WrittenReport.seed": "a seed, only stored, bounded by 2**63 - 1",
+    "exports.StoredRoster.id_column": "an index into the header (checked against its length)",
+    "roster.RosterTable.id_column": "an index into the header (checked against its length)",
+    "rubrics.Criterion.points": "a score, only summed and printed",
 }
 
 
@@ -404,3 +422,32 @@ def test_red_team_2_unclear_errors_are_clear():
     x = torch.randn(1, 8, 3).transpose(-1, -2)
     freqs = torch.polar(torch.ones(3, 4), torch.randn(3, 4))
     assert torch.equal(complex_rope(x, freqs), complex_rope(x.contiguous(), freqs))
+
+
+@pytest.mark.parametrize("full_len", HUGE)
+def test_prefix_task_refuses_a_huge_full_len(budget, full_len):
+    """``PrefixTask`` draws at ``full_len`` before cutting: a huge one is refused by ``sample`` naming it, in time."""
+    task = cpe.PrefixTask(cpe.MarkovTask(4), full_len)
+    with time_limit(TIME_LIMIT), pytest.raises(ValueError, match=r"(?<![A-Za-z0-9_])full_len(?![A-Za-z0-9_])"):
+        task.sample(2, 3)
+
+
+def test_written_report_seed_is_bounded_and_stored_as_int():
+    """A seed past 2**63 - 1 is refused naming it; a NumPy seed is stored as a Python int (JSON-ready)."""
+    from course_pe.coursework import written
+
+    args = dict(student="ada", assignment="why_order-written", notebook="marking.csv")
+    with pytest.raises(ValueError, match="seed"):
+        written.WrittenReport(**args, seed=2**63)
+    report = written.WrittenReport(**args, seed=np.int64(7))
+    assert type(report.seed) is int and report.seed == 7
+
+
+def test_summary_refuses_a_training_length_past_2_53():
+    """Without max_positions the summary evaluates the frequencies at training_length: a huge one is refused naming
+    training_length (not the seq_len of an inner call)."""
+    config = cpe.RopeConfig("default", 8, 8, 10000.0, None)
+    for value in (2**53 + 2, 2**63):
+        with pytest.raises(ValueError, match=r"^training_length"):
+            config.summary(training_length=value)
+    assert config.summary(training_length=np.int64(4096)) == config.summary(training_length=4096)

@@ -129,7 +129,8 @@ class StoredRoster:
                 validate_name(student)
             except ValueError as error:
                 raise ValueError(f"students: {error}") from None
-        check_int("id_column", self.id_column, minimum=0)
+        # a NumPy integer is stored as the Python int it stands for
+        object.__setattr__(self, "id_column", check_int("id_column", self.id_column, minimum=0))
         if self.id_column >= len(self.header):
             raise ValueError(f"id_column {self.id_column} is not a column of the header")
         check_str("source", self.source)

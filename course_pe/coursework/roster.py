@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import io
+import numbers
 import os
 import re
 import stat
@@ -135,9 +136,11 @@ class RosterTable:
                 isinstance(r, tuple) and len(r) == len(self.header) and all(isinstance(c, str) for c in r)
                 for r in self.rows):
             raise TypeError("rows must be a tuple of tuples of str, one cell per header column")
-        if isinstance(self.id_column, bool) or not isinstance(self.id_column, int) or \
+        if isinstance(self.id_column, bool) or not isinstance(self.id_column, numbers.Integral) or \
                 not 0 <= self.id_column < len(self.header):
             raise ValueError(f"id_column must be the index of a header column, got {self.id_column!r}")
+        # a NumPy integer is stored as the Python int it stands for
+        object.__setattr__(self, "id_column", int(self.id_column))
         if not isinstance(self.entries, tuple) or not all(isinstance(e, RosterEntry) for e in self.entries) or \
                 len(self.entries) != len(self.rows):
             raise TypeError("entries must be a tuple of RosterEntry, one per row")

@@ -17,7 +17,10 @@ rubric names an exercise that does not exist).
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
+
+import numpy as np
 
 from .._validation import check_str
 
@@ -39,8 +42,12 @@ class Criterion:
     text: str
 
     def __post_init__(self) -> None:
-        if not isinstance(self.points, (int, float)) or isinstance(self.points, bool) or not self.points > 0:
+        if not isinstance(self.points, numbers.Real) or isinstance(self.points, (bool, np.bool_)) or \
+                not self.points > 0:
             raise ValueError(f"points must be a number > 0, got {self.points!r}")
+        # a NumPy number is stored as the Python int or float it stands for
+        points = int(self.points) if isinstance(self.points, numbers.Integral) else float(self.points)
+        object.__setattr__(self, "points", points)
         if not check_str("text", self.text).strip():
             raise ValueError("text must not be empty")
 

@@ -82,7 +82,8 @@ class WrittenReport:
         check_str("notebook", self.notebook)
         if not isinstance(self.exercises, list) or not all(isinstance(e, WrittenMark) for e in self.exercises):
             raise TypeError("exercises must be a list of WrittenMark")
-        check_int("seed", self.seed, minimum=0)
+        # a seed, as everywhere in course_pe at most 2**63 - 1; a NumPy integer is stored as a Python int
+        self.seed = check_int("seed", self.seed, minimum=0, maximum=2**63 - 1)
         check_str_sequence("cell_errors", self.cell_errors)
         check_str_sequence("problems", self.problems)
 
