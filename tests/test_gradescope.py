@@ -402,6 +402,31 @@ def test_a_broken_autograder_writes_no_results(zips, tmp_path, trusted):
     assert gradescope._infrastructure_problem(report) is None
 
 
+def test_an_exercise_the_grader_could_not_finish_is_never_a_zero(zips, tmp_path, trusted, capsys):
+    """Red team r2, F4b: a submission cut off by its time limit for the whole grading is "not graded" (in make
+    grade's exports an empty cell with its reason), but results.json recorded it as 0. Gradescope has no "not
+    graded" score: the autograder now fails visibly (no results.json, exit status 1, the reason on its output), as
+    for a sandbox that did not start, and the instructor runs it again."""
+    slow = [f"import time\nSLOW{k} = time.sleep(2.5)" for k in range(3)]
+    stalled = "def alibi_slopes(n):\n    return [0.0 + (SLOW0 or 0) + (SLOW1 or 0) + (SLOW2 or 0)] * n"
+    root = autograder_root(tmp_path, zips["relative"], {"relative.ipynb": notebook_bytes(GOOD_T5, *slow, stalled)})
+    config = json.loads((root / "source" / "assignment.json").read_text())
+    (root / "source" / "assignment.json").write_text(json.dumps(dict(config, timeout=5.0, cell_timeout=4.0)))
+    assert gradescope.run_autograder(root) == 1
+    assert not (root / "results" / "results.json").exists()
+    output = capsys.readouterr().out
+    assert "NOT GRADED" in output and "ran past the time limit of 5 s" in output, output
+    assert "Rerun Autograder" in output
+    # one exercise graded, one not: still no score (the graded one waits for the rerun with the other)
+    report = GradeReport("s", "n", "relative", [ExerciseGrade("t5_bucket", 1.0, 1.0, "passed", "all cases correct"),
+                                                ExerciseGrade("alibi_slopes", 0.0, 1.0, "not graded",
+                                                              "the sandbox was killed from outside")])
+    assert gradescope._infrastructure_problem(report) is None
+    assert gradescope._not_graded(report) == "alibi_slopes: the sandbox was killed from outside"
+    report.exercises[1] = ExerciseGrade("alibi_slopes", 0.0, 1.0, "failed", "case 1 of 9: wrong")
+    assert gradescope._not_graded(report) is None
+
+
 # ----------------------------------------------------------------------------- run_autograder end to end
 
 

@@ -519,3 +519,27 @@ def test_nbgrader_round_trip(tmp_path):
     with (course / "grades.csv").open(newline="") as fh:
         rows = {row["student_id"]: float(row["score"]) for row in csv.DictReader(fh)}
     assert rows["ada"] == sum(code_points.values()) and rows["cy"] == 0.0
+
+
+# --------------------------------------------------------------------------- red team r2, F4b: not graded is no 0
+
+
+def test_an_exercise_the_grader_could_not_finish_is_never_scored():
+    """A submission cut off by its time limit for the whole grading is "not graded"; SandboxedExecute wrote it as an
+    error output, which nbgrader scores 0. nbgrader has no "not graded" score (no output would be full marks), so the
+    notebook's autograde now fails with the reason (nbgrader then records no grade from the run and names the student
+    in its error summary), as when full isolation is unavailable."""
+    from course_pe.coursework.nbgrader_autograde import SandboxedExecute
+
+    slow = [nbformat.v4.new_code_cell(f"import time\nSLOW{k} = time.sleep(2.5)") for k in range(3)]
+    answer = nbformat.v4.new_code_cell(
+        "def sinusoidal_table(n, d):\n    return np.zeros((n, d)) + (SLOW0 or 0) + (SLOW1 or 0) + (SLOW2 or 0)")
+    tests = nbformat.v4.new_code_cell("# hidden tests", metadata={"nbgrader": {
+        "grade": True, "grade_id": "sinusoidal_table-tests", "points": 1, "solution": False, "locked": True}})
+    nb = nbformat.v4.new_notebook(cells=[*slow, answer, tests])
+    level = "" if os.geteuid() == 0 else "limited"
+    with pytest.raises(RuntimeError) as raised:
+        SandboxedExecute(timeout=5, cell_timeout=4, isolation=level).preprocess(nb, {"nbgrader": {"student": "x4"}})
+    message = str(raised.value)
+    assert "NOT GRADED sinusoidal_table" in message and "ran past the time limit of 5 s" in message, message
+    assert "'x4'" in message and "--student x4" in message

@@ -23,8 +23,17 @@ The rules (what :func:`select_cells` returns, in notebook order):
     another cell): the last cell *before* it that defines the name (else the last one after it: the student ran the
     cells out of order). So a constant set in one cell and adjusted in a later one brings both cells.
 
-  "Defines" covers assignments, ``def``, ``class``, imports and ``global`` names assigned in a function (a set-up
-  function). Names of the declared set-up (``math``, ``np``, ``torch``, ``cpe``) are never looked for; a builtin's
+  "Defines" covers assignments, ``def``, ``class``, imports, ``globals()["NAME"] = ...`` and
+  ``globals().update(NAME=...)`` (keys written out), and ``global`` names assigned in a function (a set-up function).
+* **What changes them.** The function sees each name as the whole notebook left it, so with the cell that defines a
+  name come the cells after it that change its object in place at their top level (an item or attribute
+  assignment, augmented or not, or ``del``: ``cache[d] = ...``, ``cfg.base = ...``, ``Config.base = ...``; a method
+  called as a statement or a changing one: ``steps.append(...)``, ``w.fill_(0)``) or that call a function assigning
+  or changing it (``setup()`` for ``global BASE``, ``fill()`` for ``cache[d] = ...`` in its body): for a name read
+  when the function is called, every such cell after the definition; for one read at a cell's top level, those
+  between the definition and that cell. A method called on an imported name (``F.pad(...)``, ``plt.plot(...)``)
+  is not a change. Cells that change nothing the functions read (a training loop, a plot) do not run.
+* Names of the declared set-up (``math``, ``np``, ``torch``, ``cpe``) are never looked for; a builtin's
   name (``pow``, ``max``) is looked for only where a cell defines it. A name that no cell defines brings the cells
   with a star import (``from math import *``), which may define it; names still not found are reported
   (:attr:`Selection.unresolved`), so that a ``NameError`` can be explained to the student. The search is transitive.
@@ -118,13 +127,26 @@ class CellNames:
     ``defines``: names bound at its top level (and ``global`` names assigned in its functions); ``functions``: names
     of functions defined anywhere in it; ``early``: names read at the top level before the cell binds them;
     ``late``: names read by its function bodies (and class bodies, lambdas) that are not local to them; ``star``: it
-    has a top-level star import."""
+    has a top-level star import.
+
+    What its top-level code changes in place (see :func:`_changes`): ``stored``: names whose object it changes by an
+    item or attribute assignment, an augmented one or a ``del`` (``cache[d] = ...``, ``Config.base = ...``);
+    ``methods``: names on which it calls a method as a statement, or a method that changes its object anywhere
+    (``steps.append(...)``, ``w.fill_(0)``); ``calls``: names it calls (``setup()``); ``imported``: names it binds by
+    an import; ``touches``: for each function it defines, the module-level names that calling the function assigns
+    (``global``, ``globals()[...]``) or changes in place."""
 
     defines: set[str] = field(default_factory=set)
     functions: set[str] = field(default_factory=set)
     early: set[str] = field(default_factory=set)
     late: set[str] = field(default_factory=set)
     star: bool = False
+    stored: set[str] = field(default_factory=set)
+    methods: set[str] = field(default_factory=set)
+    calls: set[str] = field(default_factory=set)
+    imported: set[str] = field(default_factory=set)
+    touches: dict[str, set[str]] = field(default_factory=dict)
+    through_functions: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -201,6 +223,89 @@ def _definition_time(node: ast.AST) -> list[ast.AST]:
     return parts
 
 
+#: methods that change their object in place (besides a name ending in one underscore, PyTorch's in-place methods):
+#: a call of one counts as a change wherever it is (``x = steps.pop()``); any other method call only as a statement
+CHANGING_METHODS = frozenset({
+    "append", "extend", "insert", "remove", "pop", "popitem", "clear", "update", "setdefault", "add", "discard",
+    "sort", "reverse", "appendleft", "extendleft", "popleft", "rotate", "intersection_update", "difference_update",
+    "symmetric_difference_update", "__setitem__", "__delitem__", "__setattr__", "__iadd__", "put", "fill",
+    "resize", "setflags", "itemset", "load_state_dict", "register_buffer", "register_parameter", "add_module",
+    "register_module", "train", "eval"})
+
+
+def _root(node: ast.AST) -> str | None:
+    """The name at the root of ``a.b[c].d`` (``a``), or None when the root is not a name (``f()[0]``)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _is_globals(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "globals"
+            and not node.args and not node.keywords)
+
+
+def _globals_keys(node: ast.AST) -> list[str]:
+    """The names that ``node`` assigns through ``globals()``: ``globals()["NAME"] = ...`` (``node`` the subscript,
+    stored) or ``globals().update(NAME=..., **{"OTHER": ...})`` / ``globals().update({"NAME": ...})`` (``node`` the
+    call); names whose keys are not written out are not known (a ``NameError`` for them is explained as usual)."""
+    keys: list[str] = []
+    if isinstance(node, ast.Subscript) and _is_globals(node.value):
+        if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            keys.append(node.slice.value)
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("update",
+          "setdefault", "__setitem__") and _is_globals(node.func.value)):
+        dicts = [a for a in node.args if isinstance(a, ast.Dict)]
+        dicts += [k.value for k in node.keywords if k.arg is None and isinstance(k.value, ast.Dict)]
+        keys += [k.arg for k in node.keywords if k.arg is not None]
+        keys += [k.value for d in dicts for k in d.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        if node.func.attr != "update" and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            keys.append(node.args[0].value)
+    return [k for k in keys if _IDENTIFIER.fullmatch(k)]
+
+
+def _changes(body: list[ast.AST], into_functions: bool) -> tuple[set[str], set[str], set[str], set[str]]:
+    """What the statements ``body`` change in place when they run: the root names of item and attribute stores
+    (also augmented, and ``del``), the receivers of method calls that change their object (a method call as a
+    statement, or one of :data:`CHANGING_METHODS`, or ``name_``), the names called (``f(...)``, and the object of
+    ``setattr(obj, ...)`` counts as stored) and the names assigned through ``globals()``. Function, lambda and
+    class-method bodies are left out (they run when called) unless ``into_functions``."""
+    stored: set[str] = set()
+    methods: set[str] = set()
+    calls: set[str] = set()
+    through_globals: set[str] = set()
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        n = stack.pop()
+        if not into_functions and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack.extend(_definition_time(n))
+            continue
+        if isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            keys = _globals_keys(n)
+            if keys:
+                through_globals.update(keys)
+            elif (root := _root(n)) is not None:
+                stored.add(root)
+        elif isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute):
+            if (root := _root(n.value.func.value)) is not None:
+                methods.add(root)
+        elif isinstance(n, ast.Call):
+            func = n.func
+            if isinstance(func, ast.Name):
+                calls.add(func.id)
+                if func.id == "setattr" and n.args and (root := _root(n.args[0])) is not None:
+                    stored.add(root)
+            elif isinstance(func, ast.Attribute):
+                through_globals.update(_globals_keys(n))
+                attr = func.attr
+                if attr in CHANGING_METHODS or (attr.endswith("_") and not attr.endswith("__")):
+                    if (root := _root(func.value)) is not None:
+                        methods.add(root)
+        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+    return stored, methods, calls, through_globals
+
+
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef) + _COMPREHENSIONS
 
@@ -251,6 +356,8 @@ def _scope(node: ast.AST) -> tuple[set[str], set[str], set[str]]:
             stored.add(n.name)
         elif isinstance(n, ast.MatchMapping) and n.rest:
             stored.add(n.rest)
+        elif isinstance(n, (ast.Subscript, ast.Call)):
+            global_stores.update(_globals_keys(n))  # globals()["NAME"] = ..., globals().update(NAME=...)
         stack.extend(ast.iter_child_nodes(n))
     global_stores |= stored & declared_global
     local |= stored - declared_global
@@ -324,18 +431,24 @@ class _TopLevel:
             self.names.functions |= defined
             if not isinstance(node, ast.ClassDef):
                 self.names.functions.add(node.name)
+                stored, methods, _, through_globals = _changes(list(node.body), into_functions=True)
+                touched = set(stores) | through_globals | ((stored | methods) & free)
+                if touched:
+                    self.names.touches[node.name] = touched
             for name in stores:
                 self.names.defines.add(name)  # assigned when the function is called
             self.bind(node.name)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 self.bind((alias.asname or alias.name).split(".")[0])
+                self.names.imported.add((alias.asname or alias.name).split(".")[0])
         elif isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 if alias.name == "*":
                     self.names.star = True
                 else:
                     self.bind(alias.asname or alias.name)
+                    self.names.imported.add(alias.asname or alias.name)
         elif isinstance(node, ast.Assign):
             self.expression(node.value)
             for target in node.targets:
@@ -406,9 +519,15 @@ def analyse(source: str) -> CellNames | None:
     walker = _TopLevel()
     try:
         walker.statements(tree.body)
+        stored, methods, calls, through_globals = _changes(list(tree.body), into_functions=False)
     except RecursionError:
         return None
-    return walker.names
+    names = walker.names
+    names.stored, names.methods, names.calls = stored, methods, calls
+    names.defines |= through_globals  # globals()["NAME"] = ... at the top level binds NAME
+    # names that only calling one of its functions assigns (a set-up function's ``global``)
+    names.through_functions = names.defines - walker.bound - through_globals
+    return names
 
 
 # --------------------------------------------------------------------------- selection
@@ -482,6 +601,59 @@ def select_cells(sources: list[str], functions: list[str], limit: int = MAX_ANSW
                                     if (names := names_of(i)) is not None and name in names.defines]
         return known_definers[name]
 
+    known_changers: dict[str, list[tuple[int, bool]]] = {}
+    known_callers: dict[str, list[int]] = {}
+    known_setter_calls: dict[str, list[int]] = {}
+
+    def callers(function: str) -> list[int]:
+        """The cells that call ``function`` at their top level."""
+        if function not in known_callers:
+            known_callers[function] = [i for i in text.containing(function)
+                                       if (names := names_of(i)) is not None and function in names.calls]
+        return known_callers[function]
+
+    def changers(name: str) -> list[tuple[int, bool]]:
+        """The cells whose top-level code changes the object ``name`` refers to, or assigns ``name`` through a
+        function it calls, in notebook order; each with whether it is only a method call (``name.m(...)``)."""
+        if name not in known_changers:
+            found: dict[int, bool] = {}
+            setters = []
+            for i in text.containing(name):
+                names = names_of(i)
+                if names is None:
+                    continue
+                if name in names.stored:
+                    found[i] = False
+                elif name in names.methods:
+                    found[i] = True
+                setters += [f for f, touched in names.touches.items() if name in touched]
+            calling: set[int] = set()
+            for function in setters[:MAX_NAMES]:
+                for i in callers(function):
+                    found[i] = False
+                    calling.add(i)
+            known_changers[name] = sorted(found.items())
+            known_setter_calls[name] = sorted(calling)
+        return known_changers[name]
+
+    def never_assigned(name: str, definer: int) -> bool:
+        """Whether ``definer`` defines ``name`` only through a function of it (``global``) that no cell calls from
+        ``definer`` on: in the kernel the name would not exist either (or came from a deleted cell)."""
+        names = names_of(definer)
+        if names is None or name not in names.through_functions:
+            return False
+        changers(name)
+        return not any(i >= definer for i in known_setter_calls.get(name, []))
+
+    def changed_after(name: str, definer: int, end: int, reader: int) -> list[int]:
+        """The cells after ``definer`` and before ``end`` that change what ``name`` refers to: in a student's kernel
+        the function (or cell ``reader``) sees the object as these cells left it. A method called on a name that the
+        definer imports (``F.pad(...)``, ``plt.plot(...)``) does not count."""
+        names = names_of(definer)
+        imported = names is not None and name in names.imported
+        return [i for i, method_only in changers(name)
+                if definer < i < end and i != reader and not (method_only and imported)]
+
     selected: list[int] = []
     chosen: set[int] = set()
 
@@ -529,8 +701,23 @@ def select_cells(sources: list[str], functions: list[str], limit: int = MAX_ANSW
             if pick is None:
                 if name not in _BUILTINS:
                     unresolved.add(name)
-            elif choose(pick):
+                continue
+            if choose(pick):
                 queue.append(pick)
+            if never_assigned(name, pick):
+                unresolved.add(name)  # explained to the student if the function then raises NameError
+            # the cells that then change it in place (or call the set-up function that assigns it), in order
+            end = j if at_top and pick < j else len(sources)
+            for i in changed_after(name, pick, end, j):
+                if choose(i):
+                    queue.append(i)
+        # names this cell defines and its functions read when called: changed in place by later cells
+        for name in sorted((names.late & names.defines) - PROVIDED):
+            if name in known_definers or len(known_definers) < MAX_NAMES:
+                definers(name)  # counted against the limit on names like every name looked for
+                for i in changed_after(name, j, len(sources), j):
+                    if choose(i):
+                        queue.append(i)
         if unresolved and not stars_taken:  # a star import may define them: those cells run too
             stars_taken = True
             for i in text.matching(_STAR_IMPORT):

@@ -668,24 +668,80 @@ def _home_module(obj: Any) -> str | None:
     return name.split(".")[0] if isinstance(name, str) and name else None
 
 
+def _bound_names(node: ast.AST) -> set[str]:
+    """The module-level names a top-level statement binds (assignment and loop targets, ``def``, ``class``, imports,
+    ``with ... as``, walrus; not the local variables of the functions, lambdas and classes it defines)."""
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+            if n is not node:
+                continue
+            names |= {g for m in ast.walk(n) if isinstance(m, ast.Global) for g in m.names}
+            continue
+        if isinstance(n, ast.Lambda):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
+        stack.extend(ast.iter_child_nodes(n))
+    return names
+
+
+def _reachable(tree: ast.Module, line: int) -> list[ast.AST]:
+    """The top-level statements of a cell that matter for the function defined at ``line`` when the grader runs the
+    cell: every statement before the one that defines it (one that fails there, such as a library call the grader
+    stubs, stops the cell before the function exists), that statement, and the later statements that bind a name
+    it reads, transitively (a table precomputed after the ``def``). Later code that the function cannot reach (a
+    self-test, a hypothesis test, a comparison with the library) does not decide what the grader does with the
+    function, and is left out. The whole cell when no statement holds ``line``."""
+    body = list(tree.body)
+    index = next((k for k, node in enumerate(body)
+                  if min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) <= line
+                  <= (node.end_lineno or node.lineno)), None)
+    if index is None:
+        return body
+    chosen = body[: index + 1]
+    wanted = {n.id for n in ast.walk(body[index]) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    later = body[index + 1:]
+    grew = True
+    while grew:
+        grew = False
+        for node in list(later):
+            if _bound_names(node) & wanted:
+                chosen.append(node)
+                later.remove(node)
+                wanted |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+                grew = True
+    return chosen
+
+
 def _static_uses(fn: Any, codes: dict[Any, str]) -> tuple[set[str], set[str]]:
     """What the notebook cell defining ``fn`` (and the cells defining the helpers it names) uses that the grader will
-    not have: the exercise's library functions (``codes``), also where the function does not call them (a table
-    precomputed with the library at the cell's top level), and modules absent from the grading environment (imported
-    there, or the home of an object the cell names, such as a class imported in another cell)."""
+    not have, in the part of the cell that decides what the grader gets (:func:`_reachable`: the statements before
+    the ``def``, the ``def``, and what it reads that is set later in the cell): the exercise's library functions
+    (``codes``), also where the function does not call them (a table precomputed with the library at the cell's top
+    level), and modules absent from the grading environment (imported there, or the home of an object the cell
+    names, such as a class imported in another cell)."""
     library: set[str] = set()
     modules: set[str] = set()
     todo, seen = [fn], set()
     while todo and len(seen) < 20:
-        found = _defining_cell(todo.pop())
-        if found is None or found[0] in seen:
+        current = todo.pop()
+        found = _defining_cell(current)
+        code = getattr(inspect.unwrap(current), "__code__", None) if found is not None else None
+        if found is None or code in seen:
             continue
         filename, source, namespace = found
-        seen.add(filename)
+        seen.add(code)
         try:
             tree = ast.parse(source)
         except (SyntaxError, ValueError):
             continue
+        parts = _reachable(tree, code.co_firstlineno)
 
         def note(obj: Any) -> None:
             if obj is None:
@@ -699,7 +755,7 @@ def _static_uses(fn: Any, codes: dict[Any, str]) -> tuple[set[str], set[str]]:
             if inspect.isfunction(obj) and _defining_cell(obj) is not None:
                 todo.append(obj)  # a helper defined in a cell: its cell is read too
 
-        for node in ast.walk(tree):
+        for node in (n for part in parts for n in ast.walk(part)):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if unavailable_module(alias.name):

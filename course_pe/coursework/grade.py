@@ -350,7 +350,8 @@ def answer_cells(sources: list[str], functions: list[str]) -> list[int]:
     """Indices (into ``sources``, a notebook's code cells) of the cells grading runs for ``functions``, in notebook
     order: the cells that define the functions and, transitively, the cells that define the names those cells use
     (a helper or a constant in its own cell, a constant adjusted in a later cell, a set-up function's ``global``, a
-    star import), at most 40 cells. The rules are those of ``course_pe.coursework._cells.select_cells``; the
+    star import), the cells that change those names' objects in place or call the set-up function that assigns them
+    (``cache[d] = ...``, ``steps.append(...)``, ``setup()``), at most 40 cells. The rules are those of ``course_pe.coursework._cells.select_cells``; the
     grader applies them inside the submission's sandbox, under its memory limit and deadline."""
     if isinstance(sources, (str, bytes)) or not isinstance(sources, list):
         raise TypeError(f"sources must be a list of str, got {type(sources).__name__}")
@@ -397,7 +398,8 @@ def _explain(text: str, unresolved: list[str]) -> str:
     name = match.group(1)
     return (f"{text} (grading runs only the cells that define the exercise's functions and the cells that define, at "
             f"their top level, the names those use; no code cell defines `{name}` at its top level: define it in "
-            "the function's cell or in a cell of its own)")
+            "the function's cell or in a cell of its own, or call the set-up function that sets it (`global "
+            f"{name}`) in a cell of its own)")
 
 
 def _clean(text: str, limit: int = 300) -> str:

@@ -36,7 +36,10 @@ grader tells about them (inputs, expected values, which one failed, whether any 
 Standard output (the full report, the seed, the isolation level) is for instructors.
 
 A problem of the grader (not of the submission: the sandbox cannot start, an exception in this module) leaves no
-``results.json`` and exits with status 1, so that Gradescope marks an autograder error instead of a grade of 0.
+``results.json`` and exits with status 1, so that Gradescope marks an autograder error instead of a grade of 0. So
+does an exercise the grader could not finish (``not graded``: the submission's time limit for its whole grading ran
+out, its sandbox was killed from outside, its process failed too often): Gradescope has no "not graded" score, and
+a 0 would say nothing about the student; the instructor sees why on the autograder's output and runs it again.
 """
 
 from __future__ import annotations
@@ -340,6 +343,17 @@ def _infrastructure_problem(report: Any) -> str | None:
     return None
 
 
+def _not_graded(report: Any) -> str | None:
+    """Why exercises of ``report`` were not graded (the submission's time limit for its whole grading, a sandbox
+    that did not start or was killed, a process that failed too often), else None. Gradescope has no "not graded"
+    score: a results.json would record them as 0, which says nothing about the student. The autograder fails
+    instead, visibly (Gradescope shows the student and the instructor that the autograder failed, and the instructor
+    runs it again), as for a sandbox that did not start (:func:`_infrastructure_problem`)."""
+    reasons = [f"{grade.function or grade.exercise}: {grade.message}" for grade in report.exercises
+               if grade.status == "not graded"]
+    return "; ".join(reasons) if reasons else None
+
+
 def _read_config(source: Path) -> dict:
     try:
         config = json.loads((source / "assignment.json").read_text(encoding="utf-8"))
@@ -441,6 +455,12 @@ def run_autograder(root: Path, *, isolation: str | None = None) -> int:
                 if problem is not None:
                     print(report.text())
                     raise GraderFailure(f"the grader could not run the submission: {problem}")
+                unfinished = _not_graded(report)
+                if unfinished is not None:
+                    print(report.text())
+                    raise GraderFailure(f"the grader could not finish this submission, so no score was recorded (a 0 "
+                                        f"would say nothing about the student): NOT GRADED {unfinished}. Run the "
+                                        "autograder again for this submission (Rerun Autograder)")
             else:
                 from .grade import ExerciseGrade, GradeReport
 

@@ -13,6 +13,10 @@ course folder, ``gradebook.db`` included (one submission can zero every other st
 * each autograded test cell (``<exercise>-tests``, restored by nbgrader from the instructor's source) receives the
   verdict as its output: a pass prints the report, a failure is an error output with the diagnosis, which nbgrader
   scores 0; the feedback pages show these messages;
+* an exercise the grader could not finish (``not graded``: the submission's time limit for its whole grading ran
+  out, its sandbox did not start or was killed from outside) is never scored: nbgrader has no "not graded" (an
+  error output would be a 0, no output full marks), so the notebook's autograde fails with the reason in nbgrader's
+  log and its error summary names the student, as when full isolation is unavailable; autograde it again;
 * nothing else changes: nbgrader records the scores in its gradebook, the written answers are graded by hand in the
   Formgrader, ``generate_feedback`` and ``export`` work as usual.
 
@@ -122,6 +126,19 @@ class SandboxedExecute(NbGraderPreprocessor):
                              exercises=list(tests), cell_timeout=self.cell_timeout, call_timeout=self.call_timeout,
                              timeout=self.timeout, isolation=self.isolation or None, cell_numbers=numbers)
         self.log.info("%s: %g / %g (%s)", student, report.score, report.max_score, report.isolation)
+        unfinished = [g for g in report.exercises if g.status == "not graded"]
+        if unfinished:
+            # nbgrader scores a test cell 0 for an error output and full marks for none: it has no "not graded".
+            # Fail this notebook instead, as when the sandbox is unavailable: nbgrader records no grade from this run,
+            # names the student in its error summary and logs the reason.
+            reasons = "; ".join(f"{g.function or g.exercise}: {g.message}" for g in unfinished)
+            message = (f"course_pe could not finish grading the notebook of {student!r}, so this run records no grade "
+                       f"for it (a 0 would say nothing about the student): NOT GRADED {reasons}. Autograde it "
+                       f"again: nbgrader autograde ASSIGNMENT --student {student} --force")
+            for problem in report.problems:
+                message += f"; note: {problem}"
+            self.log.error(message)
+            raise RuntimeError(message)
         for cell in nb.cells:
             if cell.cell_type == "code":
                 cell.outputs = []
