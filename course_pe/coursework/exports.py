@@ -67,7 +67,7 @@ __all__ = ["CANVAS_IMPORTER", "MOODLE_IMPORTER", "StoredRoster", "late_penalty",
 #: columns, SIS User ID / SIS Login ID / Integration ID / Root Account between them; the row whose first cell includes
 #: "Points Possible"; an assignment column matched by ``Title (id)`` or by title, else created with the Points
 #: Possible value; a blank or ``-`` cell is no score, ``EX`` excused) and ``Assignment.title_and_id``
-#: (``/\A(.*)\s\((\d+)\)\z/``).
+#: (a title, a space, then the id in parentheses at the end).
 CANVAS_IMPORTER = "canvas-lms app/models/gradebook_importer.rb (GradebookImporter), Assignment.title_and_id"
 #: The source of Moodle's import rules, which are MoodleDocs "Grade import" (Map from and Map to, the user fields
 #: userid, useridnumber, useremail, username) and Moodle's importer, ``grade/import/csv/classes/load_data.php`` (an empty or ``-`` value is
